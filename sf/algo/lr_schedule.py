@@ -1,0 +1,34 @@
+"""Learning-rate schedules selected by `--lr_schedule` (Sample Factory's names and semantics)."""
+from __future__ import annotations
+
+SCHEDULES = ("constant", "linear_decay", "kl_adaptive_minibatch", "kl_adaptive_epoch")
+
+
+class LearningRateSchedule:
+    """`value(env_steps, kl)` returns the learning rate to use next.
+
+    The KL-adaptive schedules are stateful: each call with a measured KL nudges the rate by a factor 1.5
+    (down when kl > 2 * threshold, up when kl < threshold / 2) inside [lr_adaptive_min, lr_adaptive_max];
+    a call without a KL returns the current rate. The learner decides how often to call (per minibatch or epoch).
+    """
+
+    def __init__(self, cfg):
+        if cfg.lr_schedule not in SCHEDULES:
+            raise ValueError(f"--lr_schedule={cfg.lr_schedule!r} is not one of {', '.join(SCHEDULES)}")
+        self.kind = cfg.lr_schedule
+        self.initial_lr = float(cfg.learning_rate)
+        self.lr = self.initial_lr
+        self.total_env_steps = cfg.train_for_env_steps
+        if self.kind.startswith("kl_adaptive"):
+            self.kl_threshold = cfg.lr_schedule_kl_threshold
+            self.min_lr, self.max_lr = cfg.lr_adaptive_min, cfg.lr_adaptive_max
+
+    def value(self, env_steps: int, kl: float | None = None) -> float:
+        if self.kind == "linear_decay":
+            self.lr = self.initial_lr * max(0.0, 1.0 - env_steps / self.total_env_steps)
+        elif self.kind != "constant" and kl is not None:
+            if kl > 2.0 * self.kl_threshold:
+                self.lr = max(self.lr / 1.5, self.min_lr)
+            elif kl < 0.5 * self.kl_threshold:
+                self.lr = min(self.lr * 1.5, self.max_lr)
+        return self.lr

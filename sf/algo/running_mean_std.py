@@ -1,0 +1,51 @@
+"""Running mean and variance of a stream of batches, kept as module buffers so they travel with checkpoints
+and with the weights the learner publishes to inference workers.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningMeanStd(nn.Module):
+    """Per-element statistics over every leading (batch) dimension of the inputs.
+
+    `update` merges one batch with the parallel-variance formula (Chan et al.), so the cost is one
+    `var_mean` over the batch regardless of how many samples came before. `count` is float64 so it stays
+    exact long after float32 would stop counting (2**24 samples).
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-5, clip: float | None = 5.0):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.epsilon = epsilon
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(self.shape, dtype=torch.float32))
+        self.register_buffer("var", torch.ones(self.shape, dtype=torch.float32))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        batch_dims = tuple(range(x.dim() - len(self.shape)))
+        batch_count = x.numel() // max(1, self.mean.numel())
+        if batch_count == 0:
+            return
+        batch_var, batch_mean = torch.var_mean(x.float(), dim=batch_dims, correction=0)
+        total = self.count + batch_count
+        weight = (batch_count / total).float()
+        delta = batch_mean - self.mean
+        self.mean.add_(delta * weight)
+        self.var.mul_(1.0 - weight).add_(batch_var * weight + delta.square() * (weight * (1.0 - weight)))
+        self.count.copy_(total)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """(x - mean) / std, clipped to [-clip, clip] when a clip is set; returns a new tensor."""
+        y = (x - self.mean).mul_(torch.rsqrt(self.var + self.epsilon))
+        return y.clamp_(-self.clip, self.clip) if self.clip is not None else y
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sqrt(self.var + self.epsilon) + self.mean

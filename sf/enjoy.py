@@ -1,0 +1,87 @@
+"""Evaluation: load the newest checkpoint of an experiment, play episodes, print the average reward,
+optionally record them as an mp4."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sf.cfg.arguments import load_cfg_json, resolve_device
+from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.runtime.checkpoint import CheckpointManager
+from sf.runtime.setup import EnvInfo, build_model
+from sf.utils.logging import setup_logging
+
+log = logging.getLogger("sf")
+
+DEFAULT_EPISODES = 5
+
+
+def merged_cfg(cli_cfg):
+    """The experiment's saved config, with whatever was given on this command line on top."""
+    path = Path(cli_cfg.train_dir) / cli_cfg.experiment / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no experiment at {path.parent} (config.json missing): check --train_dir and --experiment")
+    cfg = load_cfg_json(path)
+    for key, value in vars(cli_cfg).items():
+        if key in cli_cfg.cli_args or not hasattr(cfg, key):
+            setattr(cfg, key, value)
+    return cfg
+
+
+def enjoy(cli_cfg) -> int:
+    setup_logging(cli_cfg.log_level)
+    cfg = merged_cfg(cli_cfg)
+    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
+    render_mode = "rgb_array" if cfg.save_video else None
+    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode))
+    device = resolve_device(cfg)
+    info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
+    model = build_model(cfg, info, device)
+    state = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints).load_latest(device)
+    if state is None:
+        raise FileNotFoundError(f"no checkpoint in {Path(cfg.train_dir) / cfg.experiment}/checkpoint_p{cfg.policy_index}")
+    model.load_state_dict(state["model"])
+    model.eval()
+    log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
+
+    frames: list[np.ndarray] = []
+    returns: list[float] = []
+    obs = env.reset(seed=cfg.seed)
+    rnn = torch.zeros(1, model.rnn_state_size, device=device) if model.rnn_state_size else None
+    episode_return, total_frames = 0.0, 0
+    with torch.no_grad():
+        while len(returns) < episodes_wanted and total_frames < cfg.max_num_frames:
+            if cfg.save_video and len(frames) < cfg.video_frames:
+                frames.append(env.render())
+            batch = {k: torch.as_tensor(v, device=device).unsqueeze(0) for k, v in obs.items()}
+            out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
+            rnn = out.new_rnn_states if rnn is not None else None
+            obs, reward, terminated, truncated, _ = env.step(out.actions[0].cpu().numpy())
+            episode_return += reward
+            total_frames += env.frameskip
+            if terminated or truncated:
+                returns.append(episode_return)
+                log.info("episode %d: reward %.3f", len(returns), episode_return)
+                episode_return = 0.0
+                obs = env.reset()
+                if rnn is not None:
+                    rnn.zero_()
+    env.close()
+    if returns:
+        log.info("Avg episode reward: %.3f over %d episodes", float(np.mean(returns)), len(returns))
+    if cfg.save_video and frames:
+        path = save_video(frames, Path(cfg.train_dir) / cfg.experiment / (cfg.video_name or "replay.mp4"), cfg.fps or 30)
+        log.info("video written to %s", path)
+    return 0
+
+
+def save_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
+    import imageio.v2 as imageio
+
+    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
+        for frame in frames:
+            writer.append_data(np.asarray(frame))
+    return path

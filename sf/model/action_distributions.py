@@ -1,0 +1,115 @@
+"""The policy's action distribution over sf's flat action vector, in plain tensor math.
+
+torch.distributions objects validate arguments and build per-call Python state that shows up on the
+inference hot path; here the categorical part is one log-softmax per run of equal-sized groups (a single
+Discrete or an equal-sized MultiDiscrete is one `[B, G, K]` tensor, no loop) and the Gaussian part is a
+handful of elementwise ops.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+
+from sf.envs.spaces import ActionSpec
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """`groups` consecutive categorical sub-actions with `size` choices each."""
+
+    groups: int
+    size: int
+    logit_start: int
+    action_start: int
+
+
+@lru_cache(maxsize=None)
+def _blocks(discrete_sizes: tuple[int, ...]) -> tuple[_Block, ...]:
+    blocks: list[_Block] = []
+    logit_at = action_at = 0
+    for size in discrete_sizes:
+        last = blocks[-1] if blocks else None
+        if last is not None and last.size == size:
+            blocks[-1] = _Block(last.groups + 1, size, last.logit_start, last.action_start)
+        else:
+            blocks.append(_Block(1, size, logit_at, action_at))
+        logit_at += size
+        action_at += 1
+    return tuple(blocks)
+
+
+class ActionDistribution:
+    """Categorical sub-actions (indices stored as floats) followed by a diagonal Gaussian.
+
+    logits: [B, spec.num_logits], the categorical logits then the Gaussian means.
+    log_std: [continuous_dim] or [B, continuous_dim]; required when spec.continuous_dim > 0.
+    """
+
+    def __init__(self, spec: ActionSpec, logits: torch.Tensor, log_std: torch.Tensor | None = None):
+        self.spec = spec
+        batch = logits.shape[0]
+        self.log_probs = [
+            F.log_softmax(logits[:, b.logit_start : b.logit_start + b.groups * b.size].view(batch, b.groups, b.size), -1)
+            for b in _blocks(spec.discrete_sizes)
+        ]  # one [B, G, K] per block
+        self.continuous_dim = spec.continuous_dim
+        if self.continuous_dim:
+            if log_std is None:
+                raise ValueError("a continuous action part needs log_std")
+            num_discrete_logits = spec.num_logits - spec.continuous_dim
+            self.mean = logits[:, num_discrete_logits:]
+            self.log_std = log_std.expand_as(self.mean)
+            self.std = self.log_std.exp()
+
+    def _join(self, categorical: list[torch.Tensor], continuous: torch.Tensor | None) -> torch.Tensor:
+        parts = [c.float() for c in categorical] + ([continuous] if continuous is not None else [])
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+    @torch.no_grad()
+    def sample(self) -> torch.Tensor:
+        """[B, flat_dim] float32, no grad. Categorical draws are Gumbel-max: argmax(log p - log E), E ~ Exp(1)."""
+        categorical = [(lp - torch.empty_like(lp).exponential_().log()).argmax(-1) for lp in self.log_probs]
+        continuous = torch.addcmul(self.mean, self.std, torch.randn_like(self.mean)) if self.continuous_dim else None
+        return self._join(categorical, continuous)
+
+    @torch.no_grad()
+    def deterministic(self) -> torch.Tensor:
+        """The most likely action: argmax of each categorical, the Gaussian mean."""
+        return self._join([lp.argmax(-1) for lp in self.log_probs], self.mean if self.continuous_dim else None)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """[B]: the sum of the log-probabilities of every sub-action."""
+        terms = [
+            lp.gather(-1, actions[:, b.action_start : b.action_start + b.groups].long().unsqueeze(-1)).sum(dim=(1, 2))
+            for b, lp in zip(_blocks(self.spec.discrete_sizes), self.log_probs)
+        ]
+        if self.continuous_dim:
+            z = (actions[:, len(self.spec.discrete_sizes) :] - self.mean) / self.std
+            terms.append(-(0.5 * z.square() + self.log_std + _HALF_LOG_2PI).sum(-1))
+        return _sum(terms)
+
+    def entropy(self) -> torch.Tensor:
+        """[B]: the entropy of the joint distribution (sub-actions are independent, so entropies add)."""
+        terms = [-(lp.exp() * lp).sum(dim=(1, 2)) for lp in self.log_probs]
+        if self.continuous_dim:
+            terms.append((self.log_std + 0.5 + _HALF_LOG_2PI).sum(-1))
+        return _sum(terms)
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """[B]: KL(self || other) for two distributions over the same action spec."""
+        terms = [(lp.exp() * (lp - lq)).sum(dim=(1, 2)) for lp, lq in zip(self.log_probs, other.log_probs)]
+        if self.continuous_dim:
+            var_ratio = (self.std / other.std).square()
+            mean_term = ((self.mean - other.mean) / other.std).square()
+            terms.append(0.5 * (var_ratio + mean_term - 1.0 - var_ratio.log()).sum(-1))
+        return _sum(terms)
+
+
+def _sum(terms: list[torch.Tensor]) -> torch.Tensor:
+    return terms[0] if len(terms) == 1 else torch.stack(terms).sum(0)

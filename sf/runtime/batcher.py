@@ -1,0 +1,60 @@
+"""Turns finished trajectories into training batches and gives their slots back to the rollout workers.
+
+Trajectories older than `--max_policy_lag` versions are dropped (and counted) here, before they cost a
+copy. The batch is copied out of the shared buffers, so slots are free again before training starts.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
+from sf.runtime.event_loop import Component
+from sf.runtime.names import batcher_name, learner_name, rollout_worker_name
+
+
+class Batcher(Component):
+    def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int):
+        super().__init__(batcher_name(policy_id))
+        self.cfg = cfg
+        self.policy_id = policy_id
+        self.buffers = buffers
+        self.per_batch = trajectories_per_batch(cfg)
+        self.frames_per_traj = cfg.rollout * frames_per_step
+        self.pending: list[int] = []
+        self.new_frames = 0
+        self.dropped = 0
+        self.learner_version = 0
+        self.handlers = {"trajectories": self._on_trajectories, "learner_version": self._on_learner_version}
+
+    def _on_learner_version(self, version: int) -> None:
+        self.learner_version = version
+
+    def _on_trajectories(self, slots: list[int]) -> None:
+        self.new_frames += len(slots) * self.frames_per_traj
+        if self.cfg.async_rl:
+            oldest = self.buffers.tensors["policy_version"][slots].amin(dim=1)
+            stale = (self.learner_version - oldest) > self.cfg.max_policy_lag
+            if bool(stale.any()):
+                stale_slots = [s for s, old in zip(slots, stale.tolist()) if old]
+                self.dropped += len(stale_slots)
+                self._release(stale_slots)
+                slots = [s for s, old in zip(slots, stale.tolist()) if not old]
+        self.pending += slots
+        while len(self.pending) >= self.per_batch:
+            chosen, self.pending = self.pending[: self.per_batch], self.pending[self.per_batch :]
+            with self.timing.add_time("batching"):
+                batch = self.buffers.gather(torch.tensor(chosen, dtype=torch.int64))
+            with self.timing.add_time("releasing_batches"):
+                self._release(chosen)
+            self.send(learner_name(self.policy_id), "train", batch, self.new_frames, self.dropped)
+            self.new_frames = 0
+            self.dropped = 0
+
+    def _release(self, slots: list[int]) -> None:
+        by_worker: dict[int, list[int]] = defaultdict(list)
+        for slot in slots:
+            by_worker[self.buffers.layout.worker_of_slot(slot)].append(slot)
+        for worker, worker_slots in by_worker.items():
+            self.send(rollout_worker_name(worker), "release", worker_slots)

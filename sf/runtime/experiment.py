@@ -1,0 +1,69 @@
+"""The experiment folder: config.json, summary.json, profile.json, TensorBoard events, the log file."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+from tensorboardX import SummaryWriter
+
+from sf.cfg.arguments import cfg_to_dict
+
+
+class Experiment:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.dir = Path(cfg.train_dir) / cfg.experiment
+        self.pid = os.getpid()
+        if cfg.restart_behavior == "overwrite" and self.dir.exists():
+            shutil.rmtree(self.dir)
+        if cfg.restart_behavior == "restart":
+            for old in self.dir.glob("checkpoint_p*"):
+                shutil.rmtree(old)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "profiling").mkdir(exist_ok=True)
+        self.writers: dict[int, SummaryWriter] = {}
+
+    def write_json(self, name: str, data) -> Path:
+        """Atomic: a reader never sees half a file, and a crash keeps the previous version."""
+        path = self.dir / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(_json_safe(data), indent=2))
+        os.replace(tmp, path)
+        return path
+
+    def write_config(self) -> Path:
+        return self.write_json("config.json", cfg_to_dict(self.cfg))
+
+    def writer(self, policy_id: int) -> SummaryWriter:
+        if policy_id not in self.writers:
+            self.writers[policy_id] = SummaryWriter(str(self.dir / ".summary" / str(policy_id)), flush_secs=self.cfg.flush_summaries_interval)
+        return self.writers[policy_id]
+
+    def write_scalars(self, policy_id: int, step: int, scalars: dict[str, float]) -> None:
+        writer = self.writer(policy_id)
+        for key, value in scalars.items():
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                writer.add_scalar(key, value, step)
+
+    def flush_scalars(self) -> None:
+        for writer in self.writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+        self.writers = {}
+
+
+def _json_safe(data):
+    """JSON has no NaN and only string keys: NaN becomes null, keys become strings."""
+    if isinstance(data, dict):
+        return {str(k): _json_safe(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_json_safe(v) for v in data]
+    if isinstance(data, float) and math.isnan(data):
+        return None
+    return data

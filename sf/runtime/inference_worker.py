@@ -1,0 +1,82 @@
+"""The policy step: gather the observations of every pending request, one forward pass, write actions,
+log-probs, values and next RNN states straight into the trajectory buffers, tell each worker its split is ready.
+"""
+from __future__ import annotations
+
+import torch
+
+from sf.runtime.buffers import TrajectoryBuffers
+from sf.runtime.event_loop import Component
+from sf.runtime.names import inference_worker_name, rollout_worker_name
+
+
+class InferenceWorker(Component):
+    def __init__(self, cfg, policy_id: int, worker_idx: int, buffers: TrajectoryBuffers, model, policy_store, device: str):
+        super().__init__(inference_worker_name(policy_id, worker_idx))
+        self.cfg = cfg
+        self.policy_id = policy_id
+        self.buffers = buffers
+        self.model = model
+        self.store = policy_store
+        self.device = torch.device(device)
+        self.version = -1
+        self.requests: list[tuple[int, int, list[int], list[int]]] = []
+        self.handlers = {"policy_request": self._on_request}
+        T = cfg.rollout
+        n = buffers.layout.num_slots
+        self.T = T
+        self.obs_flat = {k: v.view(n * (T + 1), *v.shape[2:]) for k, v in buffers.obs.items()}
+        t = buffers.tensors
+        self.rnn_flat = t["rnn_states"].view(n * (T + 1), -1)
+        self.values_flat = t["values"].view(-1)
+        self.actions_flat = t["actions"].view(n * T, -1)
+        self.log_prob_flat = t["log_prob"].view(-1)
+        self.version_flat = t["policy_version"].view(-1)
+        self.use_rnn = buffers.layout.rnn_state_size > 0
+
+    def on_start(self) -> None:
+        self.model.eval()
+
+    def _on_request(self, worker: int, split: int, slots: list[int], steps: list[int]) -> None:
+        self.requests.append((worker, split, slots, steps))
+
+    def flush(self) -> None:
+        if not self.requests:
+            return
+        requests, self.requests = self.requests, []
+        timing = self.timing
+        with timing.add_time("update_model"):
+            self.version = self.store.maybe_load(self.model, self.version)
+        with timing.add_time("one_step"), timing.add_time("handle_policy_step"), torch.no_grad():
+            with timing.add_time("deserialize"):
+                slots, steps = [], []
+                for _, _, s, t in requests:
+                    slots += s
+                    steps += t
+                slots_t = torch.tensor(slots, dtype=torch.int64)
+                steps_t = torch.tensor(steps, dtype=torch.int64)
+                idx_obs = slots_t * (self.T + 1) + steps_t
+                idx_step = slots_t * self.T + steps_t
+            with timing.add_time("stack"):
+                obs = {k: v.index_select(0, idx_obs) for k, v in self.obs_flat.items()}
+                rnn = self.rnn_flat.index_select(0, idx_obs) if self.use_rnn else None
+            with timing.add_time("obs_to_device_normalize"):
+                if self.device.type != "cpu":
+                    obs = {k: v.to(self.device, non_blocking=True) for k, v in obs.items()}
+                    rnn = rnn.to(self.device, non_blocking=True) if rnn is not None else None
+                obs = self.model.normalize_obs(obs)
+            with timing.add_time("forward"):
+                out = self.model(obs, rnn)
+            with timing.add_time("prepare_outputs"):
+                with timing.add_time("to_cpu"):
+                    actions, log_prob, values = out.actions.cpu(), out.log_prob.cpu(), out.values.cpu()
+                    new_rnn = out.new_rnn_states.cpu() if self.use_rnn else None
+                self.actions_flat.index_copy_(0, idx_step, actions)
+                self.log_prob_flat.index_copy_(0, idx_step, log_prob)
+                self.values_flat.index_copy_(0, idx_obs, values)
+                self.version_flat.index_fill_(0, idx_step, self.version)
+                if new_rnn is not None:
+                    self.rnn_flat.index_copy_(0, idx_obs + 1, new_rnn)
+            with timing.add_time("send_messages"):
+                for worker, split, _, _ in requests:
+                    self.send(rollout_worker_name(worker), "actions", split, self.policy_id)

@@ -1,0 +1,220 @@
+"""The learner: advantages for a batch, epochs of minibatch PPO updates, weights published after each batch.
+
+The loss itself lives in `sf.algo.ppo_loss`; this module only arranges data for it (reward scaling,
+return normalization, chunks of `--recurrence` steps for truncated BPTT) and runs the optimizer.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from sf.algo.gae import compute_gae
+from sf.algo.lr_schedule import LearningRateSchedule
+from sf.algo.ppo_loss import LossInputs, ppo_losses
+from sf.algo.vtrace import compute_vtrace
+from sf.runtime.checkpoint import CheckpointManager
+from sf.runtime.event_loop import Component
+from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_name
+
+
+class Learner(Component):
+    def __init__(self, cfg, policy_id: int, model: nn.Module, policy_store, device: str, checkpoints: CheckpointManager,
+                 reward_scale: float):
+        super().__init__(learner_name(policy_id))
+        self.cfg = cfg
+        self.policy_id = policy_id
+        self.model = model
+        self.store = policy_store
+        self.device = torch.device(device)
+        self.checkpoints = checkpoints
+        self.reward_scale = cfg.reward_scale * reward_scale
+        self.env_steps = 0
+        self.version = 0
+        self.lr_schedule = LearningRateSchedule(cfg)
+        self.handlers = {"train": self._on_train, "save": self.save}
+
+    def on_start(self) -> None:
+        cfg = self.cfg
+        params = list(self.model.parameters())
+        if cfg.optimizer == "adam":
+            self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                                              eps=cfg.adam_eps)
+        else:
+            raise ValueError(f"--optimizer={cfg.optimizer} is not implemented; use --optimizer=adam")
+        state = self.checkpoints.load_latest() if cfg.restart_behavior == "resume" else None
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.env_steps, self.version = state["env_steps"], state["version"]
+        self.lr = self.lr_schedule.value(self.env_steps)
+        self.store.publish(self.model, self.version)
+        self.send(batcher_name(self.policy_id), "learner_version", self.version)
+        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, {})
+
+    def _on_train(self, batch: dict, new_frames: int, dropped: int) -> None:
+        self.env_steps += new_frames
+        with self.timing.add_time("prepare_batch"):
+            data = self._prepare(batch)
+        with self.timing.add_time("train"):
+            stats = self._train(data)
+        with self.timing.add_time("after_optimizer"):
+            self.version += 1
+            self.store.publish(self.model, self.version)
+            self.send(batcher_name(self.policy_id), "learner_version", self.version)
+            if not self.cfg.async_rl:
+                for w in range(self.cfg.num_workers):
+                    self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
+        stats["policy_lag"] = float((self.version - 1 - batch["policy_version"].float()).mean())
+        stats["dropped_trajectories"] = float(dropped)
+        stats["lr"] = self.lr
+        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
+
+    # data ------------------------------------------------------------------------------------------------
+    def _prepare(self, batch: dict) -> dict:
+        cfg, dev = self.cfg, self.device
+        T = cfg.rollout
+        to = (lambda x: x.to(dev, non_blocking=True)) if dev.type != "cpu" else (lambda x: x)
+        obs = {k: to(v[:, :T]) for k, v in batch["obs"].items()}
+        n = next(iter(obs.values())).shape[0]
+        flat_obs = {k: v.reshape(n * T, *v.shape[2:]) for k, v in obs.items()}
+        norm_obs = self.model.normalize_obs(flat_obs, update=True)
+
+        rewards = to(batch["rewards"]) * self.reward_scale
+        rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
+        dones, values = to(batch["dones"]), to(batch["values"])
+        if cfg.value_bootstrap:
+            rewards = rewards + cfg.gamma * values[:, :T] * to(batch["time_outs"])
+        advantages, returns = compute_gae(rewards, dones, values, cfg.gamma, cfg.gae_lambda)
+
+        old_values = values[:, :T]
+        normalizer = self.model.returns_normalizer
+        if normalizer is not None:
+            normalizer.update(returns.reshape(-1))
+            returns = normalizer.normalize(returns)
+            old_values = normalizer.normalize(old_values)
+        return {
+            "obs": norm_obs,
+            "rnn_states": to(batch["rnn_states"][:, :T]),
+            "actions": to(batch["actions"]).reshape(n * T, -1),
+            "old_log_prob": to(batch["log_prob"]).reshape(-1),
+            "advantages": advantages.reshape(-1),
+            "returns": returns.reshape(-1),
+            "old_values": old_values.reshape(-1),
+            "rewards": rewards,
+            "dones": dones,
+            "bootstrap_values": values[:, T],
+            "n": n,
+        }
+
+    # training --------------------------------------------------------------------------------------------
+    def _train(self, data: dict) -> dict:
+        cfg = self.cfg
+        T = cfg.rollout
+        chunk = T if cfg.with_vtrace else cfg.recurrence
+        num_chunks = data["n"] * T // chunk
+        chunks_per_mb = max(1, cfg.batch_size // chunk)
+        if not cfg.with_vtrace:
+            adv = data["advantages"]
+            data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+        stats: dict[str, float] = {}
+        kls = []
+        for _ in range(cfg.num_epochs):
+            order = torch.randperm(num_chunks, device=self.device) if cfg.shuffle_minibatches else torch.arange(num_chunks, device=self.device)
+            for mb in range(math.ceil(num_chunks / chunks_per_mb)):
+                chunk_ids = order[mb * chunks_per_mb : (mb + 1) * chunks_per_mb]
+                with self.timing.add_time("calculate_losses"):
+                    losses = self._losses(data, chunk_ids, chunk)
+                with self.timing.add_time("update"):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    losses["total_loss"].backward()
+                    with self.timing.add_time("clip"):
+                        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                kl = float(losses["approx_kl"])
+                kls.append(kl)
+                if cfg.lr_schedule == "kl_adaptive_minibatch":
+                    self._set_lr(self.lr_schedule.value(self.env_steps, kl))
+            if cfg.lr_schedule == "kl_adaptive_epoch":
+                self._set_lr(self.lr_schedule.value(self.env_steps, sum(kls[-chunks_per_mb:]) / max(1, len(kls[-chunks_per_mb:]))))
+        if cfg.lr_schedule in ("constant", "linear_decay"):
+            self._set_lr(self.lr_schedule.value(self.env_steps))
+        with self.timing.add_time("losses_postprocess"):
+            for key, value in losses.items():
+                stats[key] = float(value)
+            stats["grad_norm"] = float(grad_norm)
+            stats["kl_divergence"] = sum(kls) / len(kls)
+        return stats
+
+    def _set_lr(self, lr: float) -> None:
+        self.lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _losses(self, data: dict, chunk_ids: torch.Tensor, chunk: int) -> dict:
+        """Forward the chosen chunks of `chunk` consecutive steps and compute the PPO losses on them."""
+        cfg, model = self.cfg, self.model
+        steps = (chunk_ids.unsqueeze(1) * chunk + torch.arange(chunk, device=chunk_ids.device)).reshape(-1)
+        with self.timing.add_time("forward_head"):
+            head = model.forward_head({k: v.index_select(0, steps) for k, v in data["obs"].items()})
+        with self.timing.add_time("bptt"):
+            if model.rnn_state_size > 0:
+                T = cfg.rollout
+                n_mb = chunk_ids.numel()
+                rnn = data["rnn_states"].reshape(-1, data["rnn_states"].shape[-1])
+                h0 = rnn.index_select(0, chunk_ids * chunk)
+                dones = data["dones"].reshape(-1).index_select(0, steps).view(n_mb, chunk)
+                core = model.forward_core_seq(head.view(n_mb, chunk, -1), h0, dones).reshape(n_mb * chunk, -1)
+            else:
+                core, _ = model.forward_core(head, None)
+        with self.timing.add_time("tail"):
+            logits, values = model.forward_tail(core)
+            dist = model.action_distribution(logits)
+            log_prob = dist.log_prob(data["actions"].index_select(0, steps))
+            entropy = dist.entropy()
+        with self.timing.add_time("advantages_returns"):
+            old_log_prob = data["old_log_prob"].index_select(0, steps)
+            returns = data["returns"].index_select(0, steps)
+            if cfg.with_vtrace:
+                advantages, returns = self._vtrace(data, chunk_ids, values, log_prob, old_log_prob)
+            else:
+                advantages = data["advantages"].index_select(0, steps)
+        with self.timing.add_time("losses"):
+            return ppo_losses(
+                LossInputs(log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages, values=values,
+                           old_values=data["old_values"].index_select(0, steps), returns=returns, entropy=entropy,
+                           valids=None),
+                clip_ratio=cfg.ppo_clip_ratio, clip_value=cfg.ppo_clip_value,
+                value_loss_coeff=cfg.value_loss_coeff, exploration_loss_coeff=cfg.exploration_loss_coeff,
+            )
+
+    def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):
+        """V-trace targets over whole trajectories with the current critic (values are in normalized space)."""
+        cfg, T = self.cfg, self.cfg.rollout
+        n_mb = traj_ids.numel()
+        normalizer = self.model.returns_normalizer
+        cur = values.detach().view(n_mb, T)
+        boot = data["bootstrap_values"].index_select(0, traj_ids)
+        if normalizer is not None:
+            cur = normalizer.denormalize(cur)
+        all_values = torch.cat([cur, boot.unsqueeze(1)], dim=1)
+        log_rhos = (log_prob - old_log_prob).detach().view(n_mb, T)
+        vs, pg_adv = compute_vtrace(data["rewards"].index_select(0, traj_ids), data["dones"].index_select(0, traj_ids),
+                                    all_values, log_rhos, cfg.gamma, cfg.vtrace_rho, cfg.vtrace_c)
+        if normalizer is not None:
+            vs = normalizer.normalize(vs)
+        pg_adv = (pg_adv - pg_adv.mean()) / (pg_adv.std() + 1e-8)
+        return pg_adv.reshape(-1), vs.reshape(-1)
+
+    def save(self) -> None:
+        with self.timing.add_time("save_checkpoint"):
+            self.checkpoints.save(
+                {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "env_steps": self.env_steps, "version": self.version},
+                self.version, self.env_steps,
+            )
+
+    def on_stop(self) -> None:
+        if hasattr(self, "optimizer"):
+            self.save()

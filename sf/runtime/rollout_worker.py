@@ -1,0 +1,225 @@
+"""The rollout loop: step a group of envs, write what they return into the trajectory buffers in place,
+ask an inference worker for the next actions, hand finished trajectories to the batcher.
+
+Envs are split into `worker_num_splits` groups: while one group waits for its actions the others step
+(double-buffered sampling). Every env keeps its own step index, so an env that waits (for a free slot,
+or in synchronous mode for the next policy version) simply joins its group's next request later.
+"""
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import numpy as np
+
+from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
+from sf.runtime.event_loop import Component
+from sf.runtime.names import batcher_name, policy_queue_name, rollout_worker_name, RUNNER
+
+
+class RolloutWorker(Component):
+    def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers):
+        super().__init__(rollout_worker_name(worker_idx))
+        self.cfg = cfg
+        self.idx = worker_idx
+        self.buffers = buffers
+        self.T = cfg.rollout
+        self.num_envs = cfg.num_envs_per_worker
+        self.sync = not cfg.async_rl
+        self.handlers = {"actions": self._on_actions, "release": self._on_release, "policy_version": self._on_version}
+
+    # set-up ------------------------------------------------------------------------------------------
+    def on_start(self) -> None:
+        cfg, n = self.cfg, self.num_envs
+        layout = self.buffers.layout
+        first_slot = self.idx * layout.slots_per_worker
+        self.free = deque(range(first_slot, first_slot + layout.slots_per_worker))
+        self.envs: list[EnvAdapter] = []
+        self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)
+        self.slot = np.zeros(n, dtype=np.int64)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.policy = np.zeros(n, dtype=np.int64)
+        self.pending = np.full(n, -1, dtype=np.int64)  # finished trajectory waiting for its bootstrap value
+        self.pending_policy = np.zeros(n, dtype=np.int64)
+        self.episode_ended = np.zeros(n, dtype=bool)
+        self.ep_return = np.zeros(n, dtype=np.float64)
+        self.ep_len = np.zeros(n, dtype=np.int64)
+        self.episodes: dict[int, list[tuple[float, int]]] = {}
+        self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
+        self.parked: set[int] = set()
+        self.version = [0] * cfg.num_policies
+        self.done_count = np.zeros(n, dtype=np.int64)
+        self.num_splits = cfg.worker_num_splits
+        per_split = n // self.num_splits
+        self.split_of = np.arange(n) // per_split
+        self.inflight: dict[tuple[int, int], list[int]] = {}
+        self.ready: list[list[int]] = [[] for _ in range(self.num_splits)]
+        self.global_env = self.idx * n + np.arange(n)
+        self.envs_total = cfg.num_workers * n
+        self.traj_per_version = trajectories_per_batch(cfg)
+
+        obs_np, rnn_np = self.buffers.obs_np, self.buffers.np["rnn_states"]
+        with self.timing.add_time("init_envs"):
+            for i in range(n):
+                env_id = int(self.global_env[i])
+                env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)))
+                seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
+                obs = env.reset(seed=seed)
+                self.envs.append(env)
+                slot = self.free.popleft()
+                self.slot[i] = slot
+                self.policy[i] = self._draw_policy()
+                for key, value in obs.items():
+                    obs_np[key][slot, 0] = value
+                rnn_np[slot, 0] = 0.0
+                self.ready[self.split_of[i]].append(i)
+        self.loop.every(1.0, self._send_episode_stats)
+        for split in range(self.num_splits):
+            self._request(split)
+
+    def _draw_policy(self) -> int:
+        return self.rng.randrange(self.cfg.num_policies) if self.cfg.num_policies > 1 else 0
+
+    # the rollout loop ---------------------------------------------------------------------------------
+    def _on_actions(self, split: int, policy: int) -> None:
+        envs = self.inflight.pop((split, policy))
+        b = self.buffers
+        obs_np, actions_np, rewards_np = b.obs_np, b.np["actions"], b.np["rewards"]
+        dones_np, time_outs_np, rnn_np, values_np = b.np["dones"], b.np["time_outs"], b.np["rnn_states"], b.np["values"]
+        T = self.T
+        finished: dict[int, list[int]] = {}
+        ready = self.ready[split]
+        timing = self.timing
+        for i in envs:
+            slot, t = self.slot[i], self.t[i]
+            if self.pending[i] >= 0:
+                old = self.pending[i]
+                values_np[old, T] = values_np[slot, 0]
+                finished.setdefault(int(self.pending_policy[i]), []).append(int(old))
+                self.pending[i] = -1
+            if self.sync and self.done_count[i] >= self._quota(i):
+                self.parked.add(i)
+                continue
+            with timing.add_time("env_step"):
+                obs, reward, terminated, truncated, _ = self.envs[i].step(actions_np[slot, t])
+            with timing.add_time("overhead"):
+                rewards_np[slot, t] = reward
+                self.ep_return[i] += reward
+                self.ep_len[i] += 1
+                if terminated or truncated:
+                    dones_np[slot, t] = 1.0
+                    time_outs_np[slot, t] = float(truncated and not terminated)
+                    self._episode_done(i)
+                    obs = self.envs[i].reset()
+                    rnn_np[slot, t + 1] = 0.0
+                else:
+                    dones_np[slot, t] = 0.0
+                    time_outs_np[slot, t] = 0.0
+                for key, value in obs.items():
+                    obs_np[key][slot, t + 1] = value
+                self.t[i] = t + 1
+            if t + 1 == T:
+                with timing.add_time("complete_rollouts"):
+                    self._complete(i, ready)
+            else:
+                ready.append(i)
+        for policy_id, slots in finished.items():
+            self.send(batcher_name(policy_id), "trajectories", slots)
+        self._request(split)
+
+    def _episode_done(self, i: int) -> None:
+        self.episodes.setdefault(int(self.policy[i]), []).append((float(self.ep_return[i]), int(self.ep_len[i])))
+        self.ep_return[i] = 0.0
+        self.ep_len[i] = 0
+        self.episode_ended[i] = True
+
+    def _complete(self, i: int, ready: list[int]) -> None:
+        """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
+        old = int(self.slot[i])
+        self.done_count[i] += 1
+        if not self.free:
+            self.need_slot.append((i, old))
+            return
+        self._continue_in_new_slot(i, old)
+        ready.append(i)
+
+    def _continue_in_new_slot(self, i: int, old: int) -> None:
+        new = self.free.popleft()
+        b, T = self.buffers, self.T
+        for key, arr in b.obs_np.items():
+            arr[new, 0] = arr[old, T]
+        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        self.pending[i] = old
+        self.pending_policy[i] = self.policy[i]
+        if self.episode_ended[i] and self.cfg.num_policies > 1:
+            self.policy[i] = self._draw_policy()
+        self.episode_ended[i] = False
+        self.slot[i] = new
+        self.t[i] = 0
+
+    def _quota(self, i: int) -> int:
+        """Synchronous mode: how many trajectories env i collects for the current policy version.
+
+        The batch's trajectories are dealt out over all envs; the remainder rotates with the version.
+        """
+        base, extra = divmod(self.traj_per_version, self.envs_total)
+        shift = (int(self.global_env[i]) - self.version[int(self.policy[i])] * extra) % self.envs_total
+        return base + (1 if shift < extra else 0)
+
+    def _request(self, split: int) -> None:
+        envs = self.ready[split]
+        if not envs or any(key[0] == split for key in self.inflight):
+            return
+        with self.timing.add_time("enqueue_policy_requests"):
+            by_policy: dict[int, list[int]] = {}
+            for i in envs:
+                by_policy.setdefault(int(self.policy[i]), []).append(i)
+            for policy_id, group in by_policy.items():
+                self.inflight[(split, policy_id)] = group
+                slots = self.slot[group].tolist()
+                steps = self.t[group].tolist()
+                self.send(policy_queue_name(policy_id), "policy_request", self.idx, split, slots, steps)
+            self.ready[split] = []
+
+    # messages from the learner side ---------------------------------------------------------------------
+    def _on_release(self, slots: list[int]) -> None:
+        self.free.extend(slots)
+        touched = set()
+        while self.need_slot and self.free:
+            i, old = self.need_slot.popleft()
+            self._continue_in_new_slot(i, old)
+            split = int(self.split_of[i])
+            self.ready[split].append(i)
+            touched.add(split)
+        for split in touched:
+            self._request(split)
+
+    def _on_version(self, policy_id: int, version: int) -> None:
+        if version <= self.version[policy_id]:
+            return
+        self.version[policy_id] = version
+        resumed = [i for i in self.parked if self.policy[i] == policy_id]
+        touched = set()
+        for i in resumed:
+            self.done_count[i] = 0
+            self.parked.discard(i)
+            split = int(self.split_of[i])
+            self.ready[split].append(i)
+            touched.add(split)
+        for i in range(self.num_envs):
+            if self.policy[i] == policy_id:
+                self.done_count[i] = 0
+        for split in touched:
+            self._request(split)
+
+    def _send_episode_stats(self) -> None:
+        for policy_id, episodes in self.episodes.items():
+            if episodes:
+                self.send(RUNNER, "episodes", policy_id, episodes)
+        self.episodes = {}
+
+    def on_stop(self) -> None:
+        self._send_episode_stats()
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,174 @@
+"""The runner component: counts frames, reports progress and FPS, writes TensorBoard scalars, asks for
+checkpoints, decides when to stop, and at the end prints every profile tree and writes summary.json.
+
+It is the same class in both placements; `runner_serial` and `runner_parallel` only differ in where
+the other components live and how they are told to stop.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+from sf.runtime.event_loop import Component, StopLoop
+from sf.runtime.experiment import Experiment
+from sf.runtime.names import RUNNER, learner_name, profile_order
+from sf.utils.timing import Timing
+
+log = logging.getLogger("sf")
+
+REPORT_EVERY_S = 5.0
+TOP_HOTSPOTS = 5
+
+
+class Runner(Component):
+    def __init__(self, cfg, experiment: Experiment, on_stop_request=None):
+        super().__init__(RUNNER)
+        self.cfg = cfg
+        self.experiment = experiment
+        self.on_stop_request = on_stop_request
+        n = cfg.num_policies
+        self.env_steps = {p: 0 for p in range(n)}
+        self.start_steps: dict[int, int] | None = None
+        self.versions = {p: 0 for p in range(n)}
+        self.episodes = {p: deque(maxlen=cfg.stats_avg) for p in range(n)}
+        self.num_episodes = {p: 0 for p in range(n)}
+        self.last_stats: dict[int, dict] = {p: {} for p in range(n)}
+        self.learners_ready: set[int] = set()
+        self.fps_window: deque[tuple[float, int]] = deque()
+        self.start_time = time.monotonic()
+        self.steady_start: tuple[float, int] | None = None
+        self.stop_status: str | None = None
+        self.error: str | None = None
+        self.profiles: dict[str, dict] = {}
+        self.handlers = {
+            "learner_stats": self._on_learner_stats,
+            "episodes": self._on_episodes,
+            "timing": self._on_timing,
+            "profile": self._on_profile,
+            "error": self._on_error,
+        }
+
+    def on_start(self) -> None:
+        self.loop.every(REPORT_EVERY_S, self.report)
+        self.loop.every(self.cfg.save_every_sec, self._request_save)
+        self.loop.every(1.0, self._check_time_limit)
+
+    # incoming ----------------------------------------------------------------------------------------
+    def _on_learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
+        self.env_steps[policy_id] = env_steps
+        self.versions[policy_id] = version
+        if stats:
+            self.last_stats[policy_id] = stats
+            if self.steady_start is None:
+                self.steady_start = (time.monotonic(), self.total_frames())
+            self.experiment.write_scalars(policy_id, env_steps, {f"train/{k}": v for k, v in stats.items()})
+        self.learners_ready.add(policy_id)
+        if len(self.learners_ready) == self.cfg.num_policies and self.start_steps is None:
+            self.start_steps = dict(self.env_steps)
+        if all(s >= self.cfg.train_for_env_steps for s in self.env_steps.values()):
+            self.request_stop("ok")
+
+    def _on_episodes(self, policy_id: int, episodes: list[tuple[float, int]]) -> None:
+        self.episodes[policy_id].extend(episodes)
+        self.num_episodes[policy_id] += len(episodes)
+
+    def _on_timing(self, name: str, pid: int, tree: dict) -> None:
+        self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
+
+    def _on_profile(self, name: str, pid: int, tree: dict) -> None:
+        self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
+
+    def _on_error(self, name: str, message: str) -> None:
+        log.error("%s failed:\n%s", name, message)
+        self.request_stop("error", f"{name}: {message.strip().splitlines()[-1]}")
+
+    # control -----------------------------------------------------------------------------------------
+    def request_stop(self, status: str, error: str | None = None) -> None:
+        if self.stop_status is None or (status == "error" and self.stop_status != "error"):
+            self.stop_status, self.error = status, error
+        if self.on_stop_request is not None:
+            self.on_stop_request()
+        else:
+            raise StopLoop
+
+    def _check_time_limit(self) -> None:
+        if time.monotonic() - self.start_time >= self.cfg.train_for_seconds:
+            self.request_stop("ok")
+
+    def _request_save(self) -> None:
+        for p in range(self.cfg.num_policies):
+            self.send(learner_name(p), "save")
+
+    # reporting ---------------------------------------------------------------------------------------
+    def total_frames(self) -> int:
+        return sum(self.env_steps.values())
+
+    def session_frames(self) -> dict[int, int]:
+        start = self.start_steps or {p: 0 for p in self.env_steps}
+        return {p: s - start.get(p, 0) for p, s in self.env_steps.items()}
+
+    def fps_over(self, seconds: float, now: float, frames: int) -> float:
+        past = [(t, f) for t, f in self.fps_window if now - t <= seconds]
+        if not past or now - past[0][0] < 1e-6:
+            return float("nan")
+        return (frames - past[0][1]) / (now - past[0][0])
+
+    def avg_reward(self, policy_id: int) -> float:
+        episodes = self.episodes[policy_id]
+        return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
+
+    def report(self) -> None:
+        now, frames = time.monotonic(), self.total_frames()
+        self.fps_window.append((now, frames))
+        while self.fps_window and now - self.fps_window[0][0] > 300:
+            self.fps_window.popleft()
+        fps = [self.fps_over(s, now, frames) for s in (10, 60, 300)]
+        lag = [self.last_stats[p].get("policy_lag", float("nan")) for p in self.env_steps]
+        rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
+        log.info("Fps is (10 sec: %.1f, 60 sec: %.1f, 300 sec: %.1f). Total num frames: %d. Avg episode reward: %s. "
+                 "Policy lag: %s", *fps, frames, rewards, [round(x, 2) for x in lag])
+        for p in self.env_steps:
+            scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
+            if self.episodes[p]:
+                scalars["len/avg_episode_length"] = sum(n for _, n in self.episodes[p]) / len(self.episodes[p])
+            for name, entry in self.profiles.items():
+                hotspots = sorted(Timing.from_dict(name, entry["tree"]).flat_items(), key=lambda item: -item[1])
+                for path, seconds in hotspots[:TOP_HOTSPOTS]:
+                    scalars[f"timing/{name}/{path}"] = seconds
+            self.experiment.write_scalars(p, self.env_steps[p], scalars)
+        self.experiment.flush_scalars()
+
+    def summary(self) -> dict:
+        wall = time.monotonic() - self.start_time
+        frames = sum(self.session_frames().values())
+        steady = float("nan")
+        if self.steady_start is not None:
+            t0, f0 = self.steady_start
+            if time.monotonic() - t0 > 1e-3:
+                steady = (self.total_frames() - f0) / (time.monotonic() - t0)
+        return {
+            "env_frames": dict(self.env_steps),
+            "fps": frames / wall if wall > 0 else 0.0,
+            "fps_steady": steady if steady == steady else None,
+            "wall_time_s": wall,
+            "avg_episode_reward": {p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)},
+            "num_episodes": sum(self.num_episodes.values()),
+            "num_episodes_per_policy": dict(self.num_episodes),
+            "policy_versions": dict(self.versions),
+            "status": self.stop_status or "error",
+            "error": self.error,
+        }
+
+    def finish(self) -> dict:
+        """Print every profile tree in contract order, then the Collected line; write profile and summary."""
+        self.profiles[RUNNER] = {"name": RUNNER, "pid": self.experiment.pid, "tree": self.timing.to_dict()}
+        for name in sorted(self.profiles, key=profile_order):
+            tree = Timing.from_dict(f"{name} profile", self.profiles[name]["tree"])
+            log.info("%s", tree.tree_str())
+        summary = self.summary()
+        self.experiment.write_json("profile.json", self.profiles)
+        self.experiment.write_json("summary.json", summary)
+        self.experiment.close()
+        log.info("Collected %s, FPS: %.1f", dict(self.env_steps), summary["fps"])
+        return summary

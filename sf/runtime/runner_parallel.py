@@ -1,0 +1,214 @@
+"""Parallel placement: each rollout worker, each inference worker and each learner (with its batcher) in
+its own process; the runner stays in this one.
+
+Processes are started with the `spawn` method through `start_component_process`, one call per process,
+so a later option can start any chosen kind under an external command without touching the others.
+Every process watches the shared stop event and its parent; the runner watches every process, so a
+crash anywhere ends the run within seconds, with the profiles that could be collected.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+
+import faster_fifo
+import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned processes)
+import torch
+import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
+
+from sf.envs.registry import registry_snapshot, restore_registry
+from sf.runtime.event_loop import EventLoop, StopLoop
+from sf.runtime.experiment import Experiment
+from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
+                              rollout_worker_name)
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.runner import Runner
+from sf.runtime.setup import EnvInfo, build_buffers, build_model
+
+log = logging.getLogger("sf")
+
+QUEUE_BYTES = 4 * 1024 * 1024
+PROFILE_WAIT_S = 10.0
+JOIN_WAIT_S = 5.0
+
+
+def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local) -> dict:
+    ctx = mp.get_context("spawn")
+    stop_event = ctx.Event()
+    model = build_model(cfg, env_info, "cpu")
+    buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
+    stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock()) for p in range(cfg.num_policies)]
+    del model
+
+    queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
+    for p in range(cfg.num_policies):
+        queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
+        queues[learner_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
+    for w in range(cfg.num_workers):
+        queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
+
+    specs = [("learner", p, None) for p in range(cfg.num_policies)]
+    specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
+    specs += [("rollout", w, None) for w in range(cfg.num_workers)]
+    shared = dict(cfg=cfg, env_info=env_info, buffers=buffers, stores=stores, queues=queues, stop_event=stop_event,
+                  device=device, experiment_dir=str(experiment.dir), envs=registry_snapshot())
+
+    runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
+    loop = EventLoop(inbox=queues[RUNNER], routes=_routes(cfg, queues), stop_event=stop_event)
+    loop.add(runner)
+    processes: dict[str, mp.Process] = {}
+
+    def watch_processes() -> None:
+        if stop_event_local.is_set():
+            runner.request_stop("interrupted")
+        for name, proc in processes.items():
+            if proc.exitcode is not None:
+                runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
+
+    loop.every(0.5, watch_processes)
+    with runner.timing.add_time("main_loop"):
+        try:
+            for kind, a, b in specs:
+                label = _process_label(kind, a, b)
+                processes[label] = start_component_process(ctx, kind, a, b, shared)
+                log.info("started %s pid=%d", label, processes[label].pid)
+            loop.run()
+        except Exception:
+            runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
+            log.error("runner failed:\n%s", traceback.format_exc())
+        finally:
+            stop_event.set()
+            _collect_profiles(runner, queues[RUNNER], processes, expected=_expected_components(cfg))
+            _join(processes)
+    if runner.stop_status is None:
+        runner.stop_status = "interrupted"
+    return runner.finish()
+
+
+def _process_label(kind: str, a: int, b: int | None) -> str:
+    return {"learner": learner_name(a), "rollout": rollout_worker_name(a)}.get(kind) or inference_worker_name(a, b)
+
+
+def _expected_components(cfg) -> set[str]:
+    names = {rollout_worker_name(w) for w in range(cfg.num_workers)}
+    for p in range(cfg.num_policies):
+        names |= {learner_name(p), batcher_name(p)}
+        names |= {inference_worker_name(p, i) for i in range(cfg.policy_workers_per_policy)}
+    return names
+
+
+def _routes(cfg, queues: dict) -> dict:
+    routes = {name: q for name, q in queues.items()}
+    for p in range(cfg.num_policies):
+        routes[batcher_name(p)] = queues[learner_name(p)]
+    return routes
+
+
+def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict) -> mp.Process:
+    """Start one component process. The single place to change how a kind of process is launched."""
+    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=_process_label(kind, a, b), daemon=True)
+    proc.start()
+    return proc
+
+
+def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    from sf.utils.logging import setup_logging
+
+    cfg = shared["cfg"]
+    setup_logging(cfg.log_level)
+    restore_registry(shared["envs"])
+    queues = shared["queues"]
+    runner_q = queues[RUNNER]
+    loop = None
+    exit_code = 0
+    try:
+        loop, inbox = _build_process(kind, a, b, shared)
+        loop.inbox = inbox
+        loop.routes = _routes(cfg, queues)
+        loop.stop_event = shared["stop_event"]
+        loop.run()
+    except StopLoop:
+        pass
+    except Exception:
+        exit_code = 1
+        names = ", ".join(loop.components) if loop else _process_label(kind, a, b)
+        runner_q.put((RUNNER, "error", names, traceback.format_exc()), timeout=5.0)
+    if loop is not None:
+        for name, message in loop.stop_components():
+            exit_code = 1
+            runner_q.put((RUNNER, "error", name, message), timeout=5.0)
+        for name, component in loop.components.items():
+            runner_q.put((RUNNER, "profile", name, os.getpid(), component.timing.to_dict()), timeout=5.0)
+    os._exit(exit_code)
+
+
+def _build_process(kind: str, a: int, b: int | None, shared: dict):
+    from sf.runtime.batcher import Batcher
+    from sf.runtime.checkpoint import CheckpointManager
+    from sf.runtime.inference_worker import InferenceWorker
+    from sf.runtime.learner import Learner
+    from sf.runtime.rollout_worker import RolloutWorker
+
+    cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
+    device = shared["device"]
+    loop = EventLoop()
+    if kind == "rollout":
+        loop.add(RolloutWorker(cfg, a, buffers))
+        inbox = queues[rollout_worker_name(a)]
+    elif kind == "inference":
+        store = shared["stores"][a]
+        model = build_model(cfg, env_info, device, seed_offset=a)
+        loop.add(InferenceWorker(cfg, a, b, buffers, model, store, device), aliases=(policy_queue_name(a),))
+        inbox = queues[policy_queue_name(a)]
+    else:
+        store = shared["stores"][a]
+        model = build_model(cfg, env_info, device, seed_offset=a)
+        model.load_state_dict(store.params)
+        checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints)
+        loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
+        loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
+        inbox = queues[learner_name(a)]
+    loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
+    return loop, inbox
+
+
+def _share_timings(loop: EventLoop, runner_q) -> None:
+    for name, component in loop.components.items():
+        runner_q.put((RUNNER, "timing", name, os.getpid(), component.timing.to_dict()), timeout=5.0)
+
+
+def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]) -> None:
+    """After stop: take the runner's remaining messages until every live process has sent its trees."""
+    deadline = time.monotonic() + PROFILE_WAIT_S
+    final: set[str] = set()
+    handlers = dict(runner.handlers)
+    handlers["profile"] = lambda name, pid, tree: (final.add(name), runner._on_profile(name, pid, tree))
+    while time.monotonic() < deadline and not final >= expected:
+        if all(p.exitcode is not None for p in processes.values()) and inbox.empty():
+            break
+        try:
+            msgs = inbox.get_many(block=True, timeout=0.1)
+        except faster_fifo.Empty:
+            continue
+        for _, kind, *payload in msgs:
+            if kind in ("profile", "timing", "error", "episodes", "learner_stats"):
+                try:
+                    handlers[kind](*payload)
+                except StopLoop:
+                    pass
+
+
+def _join(processes: dict) -> None:
+    deadline = time.monotonic() + JOIN_WAIT_S
+    for proc in processes.values():
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in processes.values():
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=1.0)

@@ -1,0 +1,38 @@
+"""What every placement needs before components exist: the env's spaces, the model, the buffers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.spaces import ActionSpec
+from sf.model import create_actor_critic
+from sf.runtime.buffers import TrajectoryBuffers, make_layout
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    obs_spec: dict
+    action_spec: ActionSpec
+    reward_scale: float
+    frameskip: int
+
+
+def probe_env(cfg) -> EnvInfo:
+    """Open one env to learn its spaces; a missing env or an unsupported space fails here, before any process starts."""
+    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)))
+    try:
+        return EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
+    finally:
+        env.close()
+
+
+def build_model(cfg, env_info: EnvInfo, device: str, seed_offset: int = 0):
+    if cfg.seed is not None:
+        torch.manual_seed(cfg.seed + seed_offset)
+    return create_actor_critic(env_info.obs_spec, env_info.action_spec, cfg).to(device)
+
+
+def build_buffers(cfg, env_info: EnvInfo, rnn_state_size: int, shared: bool) -> TrajectoryBuffers:
+    return TrajectoryBuffers(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_state_size), shared=shared)

@@ -1,0 +1,1 @@
+"""MuJoCo continuous-control tasks (gymnasium v5) as an sf env family."""

@@ -1,0 +1,1 @@
+"""ViZDoom scenarios bundled with the `vizdoom` package, as an sf env family."""

@@ -1,0 +1,63 @@
+"""Every MuJoCo task sf registers opens, resets and steps through the adapter with the spaces it declares."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco")
+
+from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, create_env  # noqa: E402
+from sf.envs.registry import registered_envs  # noqa: E402
+from sf_examples.mujoco.mujoco_envs import MUJOCO_ENVS, mujoco_defaults, register_mujoco_envs  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    register_mujoco_envs()
+    register_mujoco_envs()  # idempotent
+
+
+def test_all_tasks_registered():
+    assert set(MUJOCO_ENVS) <= set(registered_envs())
+
+
+@pytest.mark.parametrize("name", list(MUJOCO_ENVS))
+def test_task_steps_with_declared_spaces(name):
+    raw = create_env(name, cfg=None, env_config=EnvConfig(env_id=3))
+    env = EnvAdapter(raw)
+    try:
+        assert raw.spec.id == MUJOCO_ENVS[name]
+        (obs_shape, obs_dtype), = env.obs_spec.values()
+        assert obs_shape == raw.observation_space.shape and obs_dtype == np.float32
+        assert env.action_spec.discrete_sizes == ()
+        assert env.action_spec.continuous_dim == int(np.prod(raw.action_space.shape))
+        assert env.reward_scale == 1.0 and env.frameskip == 1
+
+        rng = np.random.default_rng(0)
+        obs = env.reset(seed=3)
+        np.testing.assert_array_equal(env.reset(seed=3)["obs"], obs["obs"])
+        for _ in range(5):
+            action = rng.uniform(-2, 2, env.action_spec.flat_dim).astype(np.float32)  # beyond the bounds: clipped
+            obs, reward, terminated, truncated, _ = env.step(action)
+            assert obs["obs"].shape == obs_shape and obs["obs"].dtype == obs_dtype
+            assert np.isfinite(obs["obs"]).all() and np.isfinite(reward)
+            if terminated or truncated:
+                obs = env.reset()
+    finally:
+        env.close()
+
+
+def test_defaults_are_continuous_control_ppo():
+    defaults = mujoco_defaults("mujoco_hopper")
+    assert defaults["use_rnn"] is False and defaults["nonlinearity"] == "tanh"
+    assert defaults["encoder_mlp_layers"] == [64, 64]
+    samples_per_iteration = defaults["batch_size"] * defaults["num_batches_per_epoch"]
+    assert 2048 <= samples_per_iteration <= 4096 and 4 <= defaults["num_batches_per_epoch"] <= 32
+    envs = defaults["num_workers"] * defaults["num_envs_per_worker"]
+    assert samples_per_iteration % (envs * defaults["rollout"]) == 0 or (envs * defaults["rollout"]) % samples_per_iteration == 0
+    assert defaults["num_envs_per_worker"] % defaults["worker_num_splits"] == 0
+
+
+def test_defaults_reject_unknown_task():
+    with pytest.raises(EnvNotFoundError, match="mujoco_hoper"):
+        mujoco_defaults("mujoco_hoper")

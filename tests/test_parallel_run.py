@@ -1,0 +1,116 @@
+"""The parallel placement ends cleanly whatever happens: a worker killed, an env raising, a signal."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_sf
+
+FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
+        "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def _start(args, script=None):
+    cmd = [sys.executable, script] if script else [sys.executable, "-m", "sf_examples.train_gym_env"]
+    return subprocess.Popen([*cmd, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _read_until(proc, pattern: str, lines: list[str]) -> re.Match:
+    for line in proc.stdout:
+        lines.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+    raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
+
+
+def _child_pids(lines: list[str]) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (\S+) pid=(\d+)", l) for l in lines) if m}
+
+
+def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
+    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=4000", "--experiment=par",
+                     f"--train_dir={tmp_path}"], timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [l for l in result.stdout.splitlines() if l.strip()]
+    assert re.search(r"Collected \{0: \d+\}, FPS: [\d.]+$", lines[-1])
+    for name in ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "RolloutWorker_w1", "Runner"):
+        assert f"{name} profile tree view:" in result.stdout
+    profile = json.loads((tmp_path / "par" / "profile.json").read_text())
+    assert len({entry["pid"] for entry in profile.values()}) >= 4
+    summary = json.loads((tmp_path / "par" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4000
+    assert all(not _alive(pid) for pid in _child_pids(result.stdout.splitlines()).values())
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before):
+    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", "--experiment=kill",
+                   f"--train_dir={tmp_path}"])
+    lines: list[str] = []
+    try:
+        _read_until(proc, r"Fps is", lines)
+        pids = _child_pids(lines)
+        os.kill(pids["RolloutWorker_w0"], signal.SIGKILL)
+        killed_at = time.monotonic()
+        rest, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - killed_at
+    finally:
+        proc.kill()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0
+    assert took < 15, took
+    summary = json.loads((tmp_path / "kill" / "summary.json").read_text())
+    assert summary["status"] == "error" and "RolloutWorker_w0" in summary["error"]
+    assert "Learner 0 profile tree view:" in out
+    assert all(not _alive(pid) for pid in pids.values())
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_exception_in_env_ends_the_run(tmp_path, shm_before):
+    proc = _start(["--env=crashing_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=crash",
+                   f"--train_dir={tmp_path}"], script=str(ROOT / "tests" / "crash_env.py"))
+    started = time.monotonic()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-3000:]
+    summary = json.loads((tmp_path / "crash" / "summary.json").read_text())
+    assert summary["status"] == "error" and "env exploded on purpose" in summary["error"]
+    assert time.monotonic() - started < 60
+    assert all(not _alive(pid) for pid in _child_pids(out.splitlines()).values())
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_sigint_stops_with_status_interrupted(tmp_path, shm_before):
+    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", "--experiment=int",
+                   f"--train_dir={tmp_path}"])
+    lines: list[str] = []
+    try:
+        _read_until(proc, r"Fps is", lines)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        rest, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert took < 10, took
+    summary = json.loads((tmp_path / "int" / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert list((tmp_path / "int" / "checkpoint_p0").glob("checkpoint_*.pth"))
+    assert "Collected {0: " in rest
+    assert all(not _alive(pid) for pid in _child_pids(lines).values())
+    assert set(os.listdir("/dev/shm")) <= shm_before

@@ -1,0 +1,83 @@
+"""A short serial run as a user starts it: the files it leaves and the profile trees it prints."""
+import json
+import re
+
+import pytest
+
+from conftest import run_sf
+
+COMMON = ["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--use_rnn=False",
+          "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256",
+          "--rollout=32", "--seed=1"]
+
+
+def _read(exp_dir, name):
+    return json.loads((exp_dir / name).read_text())
+
+
+def test_serial_run_leaves_contract_files_and_prints_trees(tmp_path):
+    result = run_sf([*COMMON, "--train_for_env_steps=3000", "--experiment=smoke", f"--train_dir={tmp_path}"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    exp = tmp_path / "smoke"
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert re.search(r"Collected \{0: \d+\}, FPS: [\d.]+$", lines[-1]), lines[-1]
+    for name in ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "RolloutWorker_w1", "Runner"):
+        assert f"{name} profile tree view:" in result.stdout
+    order = [result.stdout.index(f"{n} profile tree view:") for n in
+             ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "Runner")]
+    assert order == sorted(order)
+    assert "main_loop:" in result.stdout and "env_step:" in result.stdout and "forward:" in result.stdout
+
+    cfg = _read(exp, "config.json")
+    assert cfg["env"] == "CartPole-v1" and cfg["serial_mode"] is True and cfg["recurrence"] == 1
+    summary = _read(exp, "summary.json")
+    assert summary["status"] == "ok" and summary["error"] is None
+    assert summary["env_frames"]["0"] >= 3000
+    assert summary["fps"] > 0 and summary["num_episodes"] > 0
+    assert summary["avg_episode_reward"]["0"] > 0
+    profile = _read(exp, "profile.json")
+    assert {"Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "Runner"} <= set(profile)
+    assert "train" in profile["Learner 0"]["tree"] and profile["Runner"]["tree"]["main_loop"]["time"] > 0
+    assert list((exp / "checkpoint_p0").glob("checkpoint_*.pth"))
+    assert list((exp / ".summary" / "0").glob("events.out.tfevents.*"))
+
+
+def test_resume_continues_frame_count(tmp_path):
+    args = [*COMMON, "--experiment=resume", f"--train_dir={tmp_path}"]
+    first = run_sf([*args, "--train_for_env_steps=2048"])
+    assert first.returncode == 0, first.stderr
+    frames_first = _read(tmp_path / "resume", "summary.json")["env_frames"]["0"]
+    second = run_sf([*args, "--train_for_env_steps=4096", "--restart_behavior=resume"])
+    assert second.returncode == 0, second.stderr
+    summary = _read(tmp_path / "resume", "summary.json")
+    assert summary["env_frames"]["0"] >= 4096
+    assert summary["policy_versions"]["0"] > frames_first // 256
+    checkpoints = sorted((tmp_path / "resume" / "checkpoint_p0").glob("checkpoint_*.pth"))
+    newest_steps = int(checkpoints[-1].stem.split("_")[-1])
+    assert newest_steps == summary["env_frames"]["0"]
+
+
+def test_unknown_flag_fails_before_anything_starts(tmp_path):
+    result = run_sf(["--env=CartPole-v1", "--rolout=32", f"--train_dir={tmp_path}", "--experiment=bad"], timeout=60)
+    assert result.returncode == 2
+    assert "--rolout" in result.stderr and "--rollout" in result.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_missing_env_is_a_clear_error(tmp_path):
+    result = run_sf(["--env=NoSuchEnv-v0", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=noenv"], timeout=60)
+    assert result.returncode != 0
+    assert "NoSuchEnv-v0" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_cartpole_serial_learns():
+    """The issue's acceptance command: reward must reach 450 within 200k frames."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as train_dir:
+        result = run_sf(["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=200000",
+                         "--experiment=cp", "--seed=1", f"--train_dir={train_dir}"], timeout=900)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        summary = json.loads(open(f"{train_dir}/cp/summary.json").read())
+        assert summary["avg_episode_reward"]["0"] >= 450, summary
