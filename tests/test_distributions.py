@@ -109,13 +109,14 @@ def test_gaussian_sampling_moments():
     torch.testing.assert_close(actions.std(0), log_std.exp(), atol=0.03, rtol=0)
 
 
-def test_log_prob_has_gradients_wrt_logits_and_log_std():
-    spec = SPECS["mixed"]
+@pytest.mark.parametrize("name", ["mixed", "gaussian"])
+def test_log_prob_has_gradients_wrt_logits_and_log_std(name):
+    spec = SPECS[name]
     logits = torch.randn(B, spec.num_logits, requires_grad=True)
     log_std = torch.zeros(spec.continuous_dim, requires_grad=True)
     dist = ActionDistribution(spec, logits, log_std)
     actions = dist.sample()
-    assert not actions.requires_grad
+    assert not actions.requires_grad and not dist.deterministic().requires_grad
     (dist.log_prob(actions).sum() + dist.entropy().sum()).backward()
     assert logits.grad.abs().sum() > 0 and log_std.grad.abs().sum() > 0
 

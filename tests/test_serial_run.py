@@ -46,12 +46,13 @@ def test_resume_continues_frame_count(tmp_path):
     args = [*COMMON, "--experiment=resume", f"--train_dir={tmp_path}"]
     first = run_sf([*args, "--train_for_env_steps=2048"])
     assert first.returncode == 0, first.stderr
-    frames_first = _read(tmp_path / "resume", "summary.json")["env_frames"]["0"]
+    first_summary = _read(tmp_path / "resume", "summary.json")
     second = run_sf([*args, "--train_for_env_steps=4096", "--restart_behavior=resume"])
     assert second.returncode == 0, second.stderr
     summary = _read(tmp_path / "resume", "summary.json")
     assert summary["env_frames"]["0"] >= 4096
-    assert summary["policy_versions"]["0"] > frames_first // 256
+    assert summary["policy_versions"]["0"] > first_summary["policy_versions"]["0"]
+    assert "version" in second.stdout and f"({first_summary['env_frames']['0']} env frames)" in second.stdout
     checkpoints = sorted((tmp_path / "resume" / "checkpoint_p0").glob("checkpoint_*.pth"))
     newest_steps = int(checkpoints[-1].stem.split("_")[-1])
     assert newest_steps == summary["env_frames"]["0"]

@@ -54,10 +54,10 @@ class ActionDistribution:
     def __init__(self, spec: ActionSpec, logits: torch.Tensor, log_std: torch.Tensor | None = None):
         self.spec = spec
         batch = logits.shape[0]
-        self.log_probs = [
-            F.log_softmax(logits[:, b.logit_start : b.logit_start + b.groups * b.size].view(batch, b.groups, b.size), -1)
+        self.log_probs = [  # one [B, G, K] per block
+            F.log_softmax(logits[:, b.logit_start : b.logit_start + b.groups * b.size].view(batch, b.groups, b.size), 2)
             for b in _blocks(spec.discrete_sizes)
-        ]  # one [B, G, K] per block
+        ]
         self.continuous_dim = spec.continuous_dim
         if self.continuous_dim:
             if log_std is None:
@@ -81,7 +81,7 @@ class ActionDistribution:
     @torch.no_grad()
     def deterministic(self) -> torch.Tensor:
         """The most likely action: argmax of each categorical, the Gaussian mean."""
-        return self._join([lp.argmax(-1) for lp in self.log_probs], self.mean if self.continuous_dim else None)
+        return self._join([lp.argmax(-1) for lp in self.log_probs], self.mean.detach() if self.continuous_dim else None)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """[B]: the sum of the log-probabilities of every sub-action."""

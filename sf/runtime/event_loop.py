@@ -137,6 +137,15 @@ class EventLoop:
         finally:
             self.stopped = True
 
+    def deliver_local(self, dest: str) -> None:
+        """After stopping: hand `dest` what the others sent it on their way out (final stats)."""
+        for msg in [m for m in self.local if self.aliases.get(m[0], m[0]) == dest]:
+            try:
+                self._dispatch(msg)
+            except StopLoop:
+                pass
+        self.local.clear()
+
     def stop_components(self) -> list[tuple[str, str]]:
         """Run every component's on_stop; return (name, traceback) for those that failed."""
         failures = []

@@ -5,6 +5,7 @@ return normalization, chunks of `--recurrence` steps for truncated BPTT) and run
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
@@ -17,6 +18,8 @@ from sf.algo.vtrace import compute_vtrace
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import Component
 from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_name
+
+log = logging.getLogger("sf")
 
 
 class Learner(Component):
@@ -48,6 +51,7 @@ class Learner(Component):
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
+            log.info("%s resumed from policy version %d (%d env frames)", self.name, self.version, self.env_steps)
         self.lr = self.lr_schedule.value(self.env_steps)
         self.store.publish(self.model, self.version)
         self.send(batcher_name(self.policy_id), "learner_version", self.version)
@@ -142,7 +146,7 @@ class Learner(Component):
             self._set_lr(self.lr_schedule.value(self.env_steps))
         with self.timing.add_time("losses_postprocess"):
             for key, value in losses.items():
-                stats[key] = float(value)
+                stats[key] = float(value.detach())
             stats["grad_norm"] = float(grad_norm)
             stats["kl_divergence"] = sum(kls) / len(kls)
         return stats

@@ -50,6 +50,7 @@ class Runner(Component):
         }
 
     def on_start(self) -> None:
+        self.fps_window.append((self.start_time, 0))
         self.loop.every(REPORT_EVERY_S, self.report)
         self.loop.every(self.cfg.save_every_sec, self._request_save)
         self.loop.every(1.0, self._check_time_limit)
@@ -119,7 +120,7 @@ class Runner(Component):
         return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
 
     def report(self) -> None:
-        now, frames = time.monotonic(), self.total_frames()
+        now, frames = time.monotonic(), sum(self.session_frames().values())
         self.fps_window.append((now, frames))
         while self.fps_window and now - self.fps_window[0][0] > 300:
             self.fps_window.popleft()
@@ -127,7 +128,7 @@ class Runner(Component):
         lag = [self.last_stats[p].get("policy_lag", float("nan")) for p in self.env_steps]
         rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
         log.info("Fps is (10 sec: %.1f, 60 sec: %.1f, 300 sec: %.1f). Total num frames: %d. Avg episode reward: %s. "
-                 "Policy lag: %s", *fps, frames, rewards, [round(x, 2) for x in lag])
+                 "Policy lag: %s", *fps, self.total_frames(), rewards, [round(x, 2) for x in lag])
         for p in self.env_steps:
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
             if self.episodes[p]:

@@ -47,6 +47,7 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
         runner.stop_status = "interrupted" if stop_event.is_set() else "error"
     for name, message in loop.stop_components():
         log.error("%s failed while stopping:\n%s", name, message)
+    loop.deliver_local(RUNNER)
     for name, component in loop.components.items():
         if name != RUNNER:
             runner.profiles[name] = {"name": name, "pid": os.getpid(), "tree": component.timing.to_dict()}

@@ -19,7 +19,10 @@ def setup_logging(level: str = "info", log_file: str | Path | None = None) -> lo
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(formatter)
         log.addHandler(handler)
-    if log_file is not None and not any(isinstance(h, logging.FileHandler) for h in log.handlers):
+    for old in [h for h in log.handlers if isinstance(h, logging.FileHandler)]:
+        log.removeHandler(old)
+        old.close()
+    if log_file is not None:
         file_handler = logging.FileHandler(log_file)
         file_handler.setFormatter(formatter)
         log.addHandler(file_handler)

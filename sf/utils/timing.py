@@ -1,8 +1,9 @@
 """Timing: a tree of named time measurements that every component keeps and prints at exit.
 
 `with timing.add_time("key")` accumulates, `timeit` keeps the last measurement, `time_avg` a moving
-average. A block opened inside another becomes its child. The context objects are created once per
-tree node and reused, so a `with` block costs two clock reads and a few attribute updates.
+average. A block opened inside another block becomes its child, so the same key under two parents is
+two nodes. Each tree node is its own context manager, created on first use and reused afterwards:
+a `with` block then costs one dict lookup, two clock reads and a few attribute writes.
 """
 from __future__ import annotations
 
@@ -11,132 +12,139 @@ from collections import deque
 
 _clock = time.perf_counter
 
-ACCUMULATE, LAST, AVERAGE = 0, 1, 2
-
 
 class _Node:
-    __slots__ = ("time", "children", "mode", "history", "block")
+    """One key in the tree; entering it makes it the parent of blocks opened inside it."""
 
-    def __init__(self, mode: int = ACCUMULATE, average: int = 10):
-        self.time = 0.0
-        self.children: dict[str, _Node] = {}
-        self.mode = mode
-        self.history: deque | None = deque(maxlen=average) if mode == AVERAGE else None
-        self.block: _Block | None = None
+    __slots__ = ("timing", "parent", "children", "time", "start")
 
-
-class _Block:
-    """The context manager of one node; reused for every `with` on that node."""
-
-    __slots__ = ("timing", "node", "start")
-
-    def __init__(self, timing: "Timing", node: _Node):
+    def __init__(self, timing: Timing | None, parent: _Node | None):
         self.timing = timing
-        self.node = node
+        self.parent = parent
+        self.children: dict[str, _Node] = {}
+        self.time = 0.0
         self.start = 0.0
 
-    def __enter__(self):
-        self.timing._stack.append(self.node)
+    def __enter__(self) -> _Node:
+        self.timing._current = self
         self.start = _clock()
         return self
 
-    def __exit__(self, *exc):
-        elapsed = _clock() - self.start
-        node = self.node
-        if node.mode == ACCUMULATE:
-            node.time += elapsed
-        elif node.mode == LAST:
-            node.time = elapsed
-        else:
-            node.history.append(elapsed)
-            node.time = sum(node.history) / len(node.history)
-        self.timing._stack.pop()
-        return False
+    def __exit__(self, *exc) -> None:
+        self.time += _clock() - self.start
+        self.timing._current = self.parent
+
+
+class _LastNode(_Node):
+    __slots__ = ()
+
+    def __exit__(self, *exc) -> None:
+        self.time = _clock() - self.start
+        self.timing._current = self.parent
+
+
+class _AverageNode(_Node):
+    __slots__ = ("history",)
+
+    def __init__(self, timing: Timing, parent: _Node, average: int):
+        super().__init__(timing, parent)
+        self.history: deque[float] = deque(maxlen=average)
+
+    def __exit__(self, *exc) -> None:
+        history = self.history
+        history.append(_clock() - self.start)
+        self.time = sum(history) / len(history)
+        self.timing._current = self.parent
 
 
 class Timing:
+    """Per-component timing tree. Not thread-safe: give every thread or process its own.
+
+    A key keeps the mode (add_time / timeit / time_avg) it was first opened with.
+    """
+
     def __init__(self, name: str = "Timing"):
         self.name = name
-        self.root = _Node()
-        self._stack: list[_Node] = [self.root]
+        self._root = _Node(self, None)
+        self._current = self._root
 
-    def _block(self, key: str, mode: int, average: int = 10) -> _Block:
-        parent = self._stack[-1]
-        node = parent.children.get(key)
+    def add_time(self, key: str) -> _Node:
+        """Accumulate the time spent in the block over all its executions."""
+        node = self._current.children.get(key)
         if node is None:
-            node = parent.children[key] = _Node(mode, average)
-        if node.block is None:
-            node.block = _Block(self, node)
-        return node.block
+            node = self._current.children[key] = _Node(self, self._current)
+        return node
 
-    def add_time(self, key: str) -> _Block:
-        """Accumulate the time spent in the block across all its executions."""
-        return self._block(key, ACCUMULATE)
-
-    def timeit(self, key: str) -> _Block:
+    def timeit(self, key: str) -> _Node:
         """Keep only the duration of the last execution."""
-        return self._block(key, LAST)
+        node = self._current.children.get(key)
+        if node is None:
+            node = self._current.children[key] = _LastNode(self, self._current)
+        return node
 
-    def time_avg(self, key: str, average: int = 10) -> _Block:
+    def time_avg(self, key: str, average: int = 10) -> _Node:
         """Keep the mean duration of the last `average` executions."""
-        return self._block(key, AVERAGE, average)
+        node = self._current.children.get(key)
+        if node is None:
+            node = self._current.children[key] = _AverageNode(self, self._current, average)
+        return node
 
-    # reading -----------------------------------------------------------------------------------------
     def get(self, path: str) -> float:
-        node = self.root
+        """Seconds recorded at a slash-separated path such as "train/update"; KeyError if never timed."""
+        node = self._root
         for key in path.split("/"):
             node = node.children[key]
         return node.time
 
+    def flat_items(self) -> list[tuple[str, float]]:
+        """Every node as ("parent/child", seconds), depth first in insertion order (for TensorBoard scalars)."""
+        return _depth_first(self._root, "")
+
     def to_dict(self) -> dict:
-        return _node_dict(self.root)
+        """`{key: {"time": seconds, "children": {...}}}`, JSON-ready, to ship a tree to another process."""
+        return _to_dict(self._root)
 
     @classmethod
-    def from_dict(cls, name: str, tree: dict) -> "Timing":
+    def from_dict(cls, name: str, tree: dict) -> Timing:
+        """Rebuild a tree received as `to_dict()` output, e.g. to print another process's profile."""
         timing = cls(name)
-        _fill(timing.root, tree)
+        _fill(timing, timing._root, tree)
         return timing
 
-    def flat_items(self) -> list[tuple[str, float]]:
-        """Every node as ("parent/child", seconds), depth first."""
-        items: list[tuple[str, float]] = []
-
-        def walk(node: _Node, prefix: str) -> None:
-            for key, child in node.children.items():
-                path = f"{prefix}{key}"
-                items.append((path, child.time))
-                walk(child, path + "/")
-
-        walk(self.root, "")
-        return items
-
     def tree_str(self) -> str:
-        """`<name> tree view:`, then per level: the leaves on one line, then each inner node and its subtree."""
+        """`<name> tree view:`, then per level the leaves on one line and each inner node above its subtree."""
         lines = [f"{self.name} tree view:"]
-        _render(self.root, 0, lines)
+        _render(self._root, "", lines)
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.tree_str()
 
 
-def _node_dict(node: _Node) -> dict:
-    return {key: {"time": child.time, "children": _node_dict(child)} for key, child in node.children.items()}
+def _depth_first(node: _Node, prefix: str) -> list[tuple[str, float]]:
+    items: list[tuple[str, float]] = []
+    for key, child in node.children.items():
+        items.append((prefix + key, child.time))
+        items.extend(_depth_first(child, f"{prefix}{key}/"))
+    return items
 
 
-def _fill(node: _Node, tree: dict) -> None:
+def _to_dict(node: _Node) -> dict:
+    return {key: {"time": child.time, "children": _to_dict(child)} for key, child in node.children.items()}
+
+
+def _fill(timing: Timing, node: _Node, tree: dict) -> None:
     for key, entry in tree.items():
-        child = node.children[key] = _Node()
+        child = node.children[key] = _Node(timing, node)
         child.time = float(entry["time"])
-        _fill(child, entry.get("children", {}))
+        _fill(timing, child, entry.get("children", {}))
 
 
-def _render(node: _Node, depth: int, lines: list[str]) -> None:
-    indent = "  " * depth
+def _render(node: _Node, indent: str, lines: list[str]) -> None:
     leaves = [f"{key}: {child.time:.4f}" for key, child in node.children.items() if not child.children]
     if leaves:
         lines.append(indent + ", ".join(leaves))
     for key, child in node.children.items():
         if child.children:
             lines.append(f"{indent}{key}: {child.time:.4f}")
-            _render(child, depth + 1, lines)
+            _render(child, indent + "  ", lines)

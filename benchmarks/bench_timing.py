@@ -1,0 +1,81 @@
+"""Cost of one `with timing.<mode>(key):` block, net of the loop that drives it (goal: <= 2 us).
+
+    python benchmarks/bench_timing.py [--blocks 1000000]
+    pytest benchmarks/bench_timing.py --benchmark-enable
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import pytest
+
+from sf.utils.timing import Timing
+
+BLOCKS_PER_ROUND = 10_000
+
+
+def empty_loop(timing: Timing, blocks: int) -> None:
+    for _ in range(blocks):
+        pass
+
+
+def add_time_blocks(timing: Timing, blocks: int) -> None:
+    for _ in range(blocks):
+        with timing.add_time("hotspot"):
+            pass
+
+
+def timeit_blocks(timing: Timing, blocks: int) -> None:
+    for _ in range(blocks):
+        with timing.timeit("hotspot"):
+            pass
+
+
+def time_avg_blocks(timing: Timing, blocks: int) -> None:
+    for _ in range(blocks):
+        with timing.time_avg("hotspot"):
+            pass
+
+
+def nested_blocks(timing: Timing, blocks: int) -> None:
+    """Three levels deep, as in an inference step; counts as three blocks per iteration."""
+    for _ in range(blocks // 3):
+        with timing.add_time("one_step"), timing.add_time("handle_policy_step"), timing.add_time("forward"):
+            pass
+
+
+MODES = {"add_time": add_time_blocks, "timeit": timeit_blocks, "time_avg": time_avg_blocks, "nested x3": nested_blocks}
+
+
+def seconds_for(loop, blocks: int) -> float:
+    timing = Timing("bench")
+    start = time.perf_counter()
+    loop(timing, blocks)
+    return time.perf_counter() - start
+
+
+def overhead_us(loop, blocks: int) -> float:
+    """Per-block microseconds above an empty loop of the same length, both measured in this run."""
+    baseline = seconds_for(empty_loop, blocks)
+    return (seconds_for(loop, blocks) - baseline) / blocks * 1e6
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_block_overhead(benchmark, mode: str) -> None:
+    timing = Timing("bench")
+    benchmark.extra_info["blocks_per_round"] = BLOCKS_PER_ROUND
+    benchmark(MODES[mode], timing, BLOCKS_PER_ROUND)
+    assert timing.flat_items(), "the timed blocks must have been recorded"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=1_000_000)
+    args = parser.parse_args()
+    for mode, loop in MODES.items():
+        print(f"{mode} overhead per block: {overhead_us(loop, args.blocks):.2f} us")
+
+
+if __name__ == "__main__":
+    main()

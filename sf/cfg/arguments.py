@@ -1,0 +1,468 @@
+"""Command-line flags (Sample Factory names), YAML presets and their resolution into one config namespace.
+
+Precedence, lowest first: parser defaults < the example script's `defaults` < the `--cfg` YAML file <
+the command line. Every layer goes through the same value parsers, so a bad value fails the same way
+wherever it was written, with a message that names the flag.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from sf.cfg.errors import ConfigError
+from sf.cfg.validate import validate_cfg
+
+log = logging.getLogger("sf")
+
+PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+Defaults = dict[str, Any] | Callable[[str], dict[str, Any]]
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+# --- value parsers: argparse reports ArgumentTypeError messages verbatim -----------------------------
+
+def str2bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (True/False), got {value!r}")
+
+
+def _to_int(value: str) -> int:
+    """Integers, also written as integral floats ("1e9"), since step counts are often given that way."""
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is not None and number.is_integer():
+        return int(number)
+    raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}")
+
+
+def _to_float(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a float, got {value!r}") from None
+
+
+def _one_of(*options: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in options:
+            raise argparse.ArgumentTypeError(f"invalid choice {value!r} (choose from {', '.join(options)})")
+        return value
+
+    return parse
+
+
+# --- parser ------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """Raises ConfigError instead of printing and exiting, so library callers and tests can catch it."""
+
+    def error(self, message: str):
+        raise ConfigError(message)
+
+
+class _Group:
+    """Adds flags of one kind each with one call, keeping the flag table below readable."""
+
+    def __init__(self, parser: argparse.ArgumentParser, title: str):
+        self.group = parser.add_argument_group(title)
+
+    def boolean(self, name: str, default: bool, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=str2bool, nargs="?", const=True, default=default,
+                                metavar="BOOL", help=help)
+
+    def integer(self, name: str, default: int | None, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=_to_int, default=default, metavar="INT", help=help)
+
+    def real(self, name: str, default: float, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=_to_float, default=default, metavar="FLOAT", help=help)
+
+    def text(self, name: str, default: str | None, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=str, default=default, metavar="STR", help=help)
+
+    def choice(self, name: str, options: tuple[str, ...], default: str, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=_one_of(*options), default=default,
+                                metavar="{" + ",".join(options) + "}", help=help)
+
+    def int_list(self, name: str, default: list[int], help: str) -> None:
+        self.group.add_argument(f"--{name}", type=_to_int, nargs="*", default=default, metavar="INT", help=help)
+
+    def str_list(self, name: str, default: list[str] | None, help: str) -> None:
+        self.group.add_argument(f"--{name}", type=str, nargs="*", default=default, metavar="STR", help=help)
+
+
+def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> argparse.ArgumentParser:
+    """All sf flags; `add_args` lets an example add its env's flags, `evaluation` adds the enjoy flags."""
+    parser = _Parser(description="sf: APPO training that measures itself.", allow_abbrev=False,
+                     exit_on_error=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _experiment_flags(_Group(parser, "experiment"))
+    _placement_flags(_Group(parser, "placement and sampling"))
+    _batching_flags(_Group(parser, "rollouts and batches"))
+    _rl_flags(_Group(parser, "returns and losses"))
+    _optimizer_flags(_Group(parser, "optimizer"))
+    _model_flags(_Group(parser, "model"))
+    _env_flags(_Group(parser, "environment"))
+    _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
+    if evaluation:
+        _evaluation_flags(_Group(parser, "evaluation"))
+    if add_args is not None:
+        add_args(parser)
+    return parser
+
+
+def _experiment_flags(g: _Group) -> None:
+    g.text("algo", "APPO", "training algorithm; sf implements APPO")
+    g.text("env", None, "environment name (required): a registered sf env or a gymnasium id")
+    g.text("experiment", "default_experiment", "experiment name: outputs go to <train_dir>/<experiment>/")
+    g.text("train_dir", "./train_dir", "root folder for all experiments")
+    g.choice("restart_behavior", ("resume", "restart", "overwrite"), "resume",
+             "what to do when the experiment folder exists: continue from its checkpoint, start over in it, "
+             "or delete it first")
+    g.choice("device", ("cpu", "gpu", "auto"), "gpu",
+             "where the learner and inference run; gpu and auto use CUDA when there is one, else the CPU")
+    g.integer("seed", None, "random seed for envs and torch; unset means a different run every time")
+    g.text("cfg", None, "YAML file (or preset name in configs/) whose keys are flag names; "
+                       "the command line overrides it")
+    g.choice("log_level", ("debug", "info", "warning"), "info", "verbosity of the sf logger")
+    g.boolean("log_to_file", True, "also write the log to <train_dir>/<experiment>/sf_log.txt")
+
+
+def _placement_flags(g: _Group) -> None:
+    g.integer("num_policies", 1, "number of policies trained side by side (each with its own learner)")
+    g.boolean("async_rl", True, "let collection run ahead of training, bounded by --max_policy_lag; "
+                             "False trains only on the current policy's experience")
+    g.boolean("serial_mode", False, "run every component in the main process on one event loop "
+                                 "(profilers see everything); implies --async_rl=False")
+    g.boolean("batched_sampling", False, "step a worker's envs as one vectorized batch instead of one by one")
+    g.integer("num_batches_to_accumulate", 2, "training batches the batcher may have ready ahead of the learner")
+    g.integer("worker_num_splits", 2, "groups each worker's envs are split into, so one group steps while the "
+                                  "other waits for actions (double buffering)")
+    g.integer("policy_workers_per_policy", 1, "inference worker processes per policy")
+    g.integer("max_policy_lag", 1000, "drop experience collected by a policy this many versions older than the learner's")
+    g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")
+    g.integer("num_envs_per_worker", 2, "environments stepped by each rollout worker")
+    g.integer("decorrelate_experience_max_seconds", 0,
+          "at start, each worker waits a random time up to this long so episodes do not stay in lockstep")
+    g.boolean("decorrelate_envs_on_one_worker", True, "also offset the envs of one worker by random initial steps")
+    g.int_list("actor_worker_gpus", [], "GPU ids rollout workers may use for envs that render on the GPU")
+    g.boolean("set_workers_cpu_affinity", True, "pin each rollout worker to one CPU core")
+    g.boolean("force_envs_single_thread", True, "limit math libraries to one thread inside env processes")
+    g.integer("default_niceness", 0, "process priority (nice value) of the worker processes")
+
+
+def _batching_flags(g: _Group) -> None:
+    g.integer("batch_size", 1024, "samples per SGD minibatch")
+    g.integer("num_batches_per_epoch", 1, "minibatches per training iteration; an iteration consumes "
+                                      "batch_size * num_batches_per_epoch samples")
+    g.integer("num_epochs", 1, "passes of SGD over each iteration's samples")
+    g.integer("rollout", 32, "env steps per trajectory sent from a worker to the learner")
+    g.integer("recurrence", -1, "length of the sequences the RNN is trained on (backprop through time); "
+                            "-1 means --rollout with an RNN and 1 without")
+    g.boolean("shuffle_minibatches", False, "shuffle samples (whole sequences with an RNN) between minibatches")
+
+
+def _rl_flags(g: _Group) -> None:
+    g.real("gamma", 0.99, "discount factor")
+    g.real("reward_scale", 1.0, "multiply rewards by this before training")
+    g.real("reward_clip", 1000.0, "clip scaled rewards to [-reward_clip, reward_clip]")
+    g.boolean("value_bootstrap", False, "on time-limit truncation, bootstrap the return from the value estimate")
+    g.boolean("normalize_returns", True, "train the value head on returns normalized by running statistics")
+    g.real("gae_lambda", 0.95, "GAE lambda: 0 is one-step TD, 1 is Monte Carlo")
+    g.real("exploration_loss_coeff", 0.003, "weight of the exploration (entropy) term")
+    g.real("value_loss_coeff", 0.5, "weight of the value loss")
+    g.real("kl_loss_coeff", 0.0, "weight of a KL penalty to the behaviour policy (0 disables it)")
+    g.choice("exploration_loss", ("entropy", "symmetric_kl"), "entropy", "form of the exploration term")
+    g.real("ppo_clip_ratio", 0.1, "PPO clips the probability ratio to [1 - r, 1 + r]")
+    g.real("ppo_clip_value", 1.0, "clip value-function updates to this distance from the old values")
+    g.boolean("with_vtrace", False, "correct off-policy experience with V-trace instead of plain GAE")
+    g.real("vtrace_rho", 1.0, "V-trace truncation of importance weights for the value target")
+    g.real("vtrace_c", 1.0, "V-trace truncation of the trace coefficients")
+
+
+def _optimizer_flags(g: _Group) -> None:
+    g.choice("optimizer", ("adam", "lamb"), "adam", "optimizer")
+    g.real("adam_eps", 1e-6, "Adam epsilon")
+    g.real("adam_beta1", 0.9, "Adam beta1")
+    g.real("adam_beta2", 0.999, "Adam beta2")
+    g.real("max_grad_norm", 4.0, "clip the gradient norm to this (0 disables clipping)")
+    g.real("learning_rate", 1e-4, "initial learning rate")
+    g.choice("lr_schedule", ("constant", "linear_decay", "kl_adaptive_minibatch", "kl_adaptive_epoch"), "constant",
+             "learning-rate schedule; the kl_adaptive ones keep the policy KL near --lr_schedule_kl_threshold")
+    g.real("lr_schedule_kl_threshold", 0.008, "target KL divergence of the adaptive schedules")
+    g.real("lr_adaptive_min", 1e-6, "lower bound of the adaptive learning rate")
+    g.real("lr_adaptive_max", 1e-2, "upper bound of the adaptive learning rate")
+
+
+def _model_flags(g: _Group) -> None:
+    g.real("obs_subtract_mean", 0.0, "subtract this from observations (pixels) before --obs_scale")
+    g.real("obs_scale", 1.0, "divide observations (pixels) by this")
+    g.boolean("normalize_input", True, "normalize observations with running mean and std")
+    g.str_list("normalize_input_keys", None, "observation keys to normalize (default: all)")
+    g.int_list("encoder_mlp_layers", [512, 512], "hidden layer sizes of the MLP encoder for vector observations")
+    g.choice("encoder_conv_architecture", ("convnet_simple", "convnet_impala", "convnet_atari"), "convnet_simple",
+             "convolutional encoder for pixel observations")
+    g.int_list("encoder_conv_mlp_layers", [512], "fully connected layers after the convolutions")
+    g.boolean("use_rnn", True, "put a recurrent core between encoder and heads")
+    g.integer("rnn_size", 512, "hidden state size of the recurrent core")
+    g.integer("rnn_num_layers", 1, "stacked layers in the recurrent core")
+    g.choice("rnn_type", ("gru", "lstm"), "gru", "recurrent cell")
+    g.int_list("decoder_mlp_layers", [], "hidden layer sizes between the core and the heads")
+    g.choice("nonlinearity", ("elu", "relu", "tanh"), "elu", "activation function")
+    g.choice("policy_initialization", ("orthogonal", "xavier_uniform", "torch_default"), "orthogonal",
+             "weight initialization")
+    g.real("policy_init_gain", 1.0, "gain of the weight initialization")
+    g.boolean("actor_critic_share_weights", True, "one encoder and core for policy and value; False gives each its own")
+    g.boolean("adaptive_stddev", True, "continuous actions: the stddev is a network output (else a learned parameter)")
+    g.real("continuous_tanh_scale", 0.0, "continuous actions: squash means with scale * tanh (0 disables)")
+    g.real("initial_stddev", 1.0, "continuous actions: stddev at initialization")
+
+
+def _env_flags(g: _Group) -> None:
+    g.boolean("use_env_info_cache", False, "reuse the env spaces saved from an earlier run instead of probing an env")
+    g.boolean("env_gpu_actions", False, "the env takes actions as GPU tensors")
+    g.boolean("env_gpu_observations", True, "keep observations of GPU envs on the GPU")
+    g.integer("env_frameskip", 1, "env frames per agent step (action repeat); frame counts include them")
+    g.integer("env_framestack", 1, "stack this many last observations")
+    g.text("pixel_format", "CHW", "memory layout the model expects for pixel observations")
+    g.boolean("use_record_episode_statistics", False, "take episode returns from gymnasium's RecordEpisodeStatistics")
+    g.integer("env_agents", -1, "agents per env for multi-agent or vectorized envs (-1: ask the env)")
+
+
+def _run_flags(g: _Group) -> None:
+    g.integer("train_for_env_steps", 10_000_000_000, "stop after this many env frames")
+    g.integer("train_for_seconds", 10_000_000_000, "stop after this much wall time")
+    g.integer("save_every_sec", 120, "seconds between checkpoints")
+    g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
+    g.choice("load_checkpoint_kind", ("latest", "best"), "latest", "checkpoint to resume or evaluate from")
+    g.integer("save_milestones_sec", -1, "also keep a permanent checkpoint this often (-1: never)")
+    g.integer("save_best_every_sec", 5, "seconds between checks for a new best policy")
+    g.text("save_best_metric", "reward", "episode statistic that defines the best policy")
+    g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start")
+    g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
+    g.integer("experiment_summaries_interval", 10, "seconds between FPS/stats log lines and TensorBoard scalars")
+    g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
+    g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
+    g.boolean("summaries_use_frameskip", True, "x axis of summaries in env frames (True) or agent steps")
+    g.integer("heartbeat_interval", 20, "seconds between component heartbeats")
+    g.integer("heartbeat_reporting_interval", 180, "report a component whose heartbeat is older than this many seconds")
+    g.boolean("with_wandb", False, "also log to Weights & Biases")
+
+
+def _evaluation_flags(g: _Group) -> None:
+    g.integer("fps", 0, "playback and video frame rate (0: as fast as possible, videos at 30)")
+    g.integer("eval_env_frameskip", None, "frameskip during evaluation (default: --env_frameskip)")
+    g.boolean("no_render", False, "do not open a window")
+    g.boolean("save_video", False, "record the episodes to an mp4 in the experiment folder")
+    g.integer("video_frames", 1_000_000_000, "stop recording after this many frames")
+    g.text("video_name", None, "file name of the video (default: replay.mp4)")
+    g.integer("max_num_frames", 1_000_000_000, "stop after this many env frames")
+    g.integer("max_num_episodes", 1_000_000_000, "stop after this many episodes")
+    g.integer("policy_index", 0, "policy to evaluate when several were trained")
+    g.boolean("eval_deterministic", False, "take the most likely action instead of sampling")
+    g.text("train_script", None, "module that trained the experiment, for tools that rebuild it")
+
+
+# --- parsing and layering ----------------------------------------------------------------------------
+
+def parse_full_cfg(argv: list[str] | None = None, *, add_args: AddArgs | None = None,
+                   defaults: Defaults | None = None, evaluation: bool = False) -> argparse.Namespace:
+    """Parse, layer defaults < `defaults` < YAML < command line, resolve automatic values and validate.
+
+    `cfg.cli_args` holds the flags given on the command line. Raises ConfigError naming the bad flag.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = make_parser(add_args, evaluation)
+    flags = _flag_actions(parser)
+    base = _parser_defaults(parser)
+    cli = _parse_cli(parser, flags, argv)
+    from_yaml = _load_yaml(cli["cfg"], flags) if cli.get("cfg") else {}
+    env = cli.get("env", from_yaml.get("env"))
+    script = _coerce_all(_script_defaults(defaults, env), flags, "the script's defaults")
+    cfg = argparse.Namespace(**{**base, **script, **from_yaml, **cli}, cli_args=cli)
+    if cfg.env is None:
+        raise ConfigError("--env is required", flag="--env")
+    _resolve(cfg, explicit=set(from_yaml) | set(cli))
+    validate_cfg(cfg)
+    return cfg
+
+
+def default_cfg(**overrides: Any) -> argparse.Namespace:
+    """Training defaults with `overrides` (flag names) on top, resolved and validated; for tests and libraries."""
+    parser = make_parser()
+    flags = _flag_actions(parser)
+    cfg = argparse.Namespace(**{**_parser_defaults(parser), **_coerce_all(overrides, flags, "default_cfg()")},
+                             cli_args={})
+    _resolve(cfg, explicit=set(overrides))
+    validate_cfg(cfg)
+    return cfg
+
+
+def main_cfg_or_exit(argv: list[str] | None = None, **kwargs: Any) -> argparse.Namespace:
+    """parse_full_cfg for entry points: a bad config prints `sf: error: ...` and exits with status 2."""
+    try:
+        return parse_full_cfg(argv, **kwargs)
+    except ConfigError as err:
+        print(f"sf: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _flag_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {action.dest: action for action in parser._actions
+            if action.option_strings and not isinstance(action, argparse._HelpAction)}
+
+
+def _parser_defaults(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    return vars(parser.parse_known_args([])[0])
+
+
+def _parse_cli(parser: argparse.ArgumentParser, flags: dict[str, argparse.Action], argv: list[str]) -> dict[str, Any]:
+    """Only the flags present in argv (defaults suppressed), already converted; mutates the parser's defaults."""
+    for action in flags.values():
+        action.default = argparse.SUPPRESS
+    try:
+        namespace, extras = parser.parse_known_args(argv)
+    except argparse.ArgumentError as err:
+        raise ConfigError(f"{err.argument_name}: {err.message}", flag=err.argument_name) from None
+    if extras:
+        raise _unknown_cli_token(extras[0], [option for action in flags.values() for option in action.option_strings])
+    return vars(namespace)
+
+
+def _unknown_cli_token(token: str, options: list[str]) -> ConfigError:
+    if not token.startswith("-"):
+        return ConfigError(f"unexpected argument {token!r} (flags are written --name=value)")
+    name = token.split("=", 1)[0]
+    match = difflib.get_close_matches(name, options, n=1)
+    hint = f"; did you mean {match[0]}?" if match else " (see --help for all flags)"
+    return ConfigError(f"unknown flag {name}{hint}", flag=name)
+
+
+def _load_yaml(name: str, flags: dict[str, argparse.Action]) -> dict[str, Any]:
+    path = _find_yaml(name)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--cfg: {path} is not valid YAML: {err}", flag="--cfg") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"--cfg: {path} must be a mapping of flag names to values", flag="--cfg")
+    return _coerce_all(data, flags, str(path))
+
+
+def _find_yaml(name: str) -> Path:
+    """A path as given, else a preset in configs/ (with or without .yaml)."""
+    for candidate in (Path(name), PRESETS_DIR / name, PRESETS_DIR / f"{name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    presets = ", ".join(sorted(path.stem for path in PRESETS_DIR.glob("*.yaml")))
+    raise ConfigError(f"--cfg: no file {name!r} and no such preset (presets: {presets})", flag="--cfg")
+
+
+def _script_defaults(defaults: Defaults | None, env: str | None) -> dict[str, Any]:
+    """An example's defaults; a callable gets the env name, and an env it rejects is reported against --env."""
+    if defaults is None:
+        return {}
+    if not callable(defaults):
+        return dict(defaults)
+    if env is None:
+        raise ConfigError("--env is required", flag="--env")
+    try:
+        return defaults(env)
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(f"--env: {err}", flag="--env") from None
+
+
+def _coerce_all(values: dict[str, Any], flags: dict[str, argparse.Action], source: str) -> dict[str, Any]:
+    """Check names and convert values written outside the command line (YAML, dicts) with the flags' parsers."""
+    converted = {}
+    for key, value in values.items():
+        action = flags.get(key)
+        if action is None:
+            match = difflib.get_close_matches(key, list(flags), n=1)
+            hint = f"; did you mean '{match[0]}'?" if match else ""
+            raise ConfigError(f"unknown flag '{key}' in {source}{hint}", flag=f"--{key}")
+        converted[key] = _coerce(action, value, source)
+    return converted
+
+
+def _coerce(action: argparse.Action, value: Any, source: str) -> Any:
+    flag = action.option_strings[0]
+    if value is None:
+        if action.default is None:
+            return None
+        raise ConfigError(f"{flag}: expected a value, got null (in {source})", flag=flag)
+    if action.nargs in ("*", "+"):
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return [_convert(action, item, flag, source) for item in items]
+    return _convert(action, value, flag, source)
+
+
+def _convert(action: argparse.Action, value: Any, flag: str, source: str) -> Any:
+    """Run the flag's parser on the value's text form, so `true`, `3` and `1e-4` mean what they mean on the CLI."""
+    if action.type is None:
+        return value
+    try:
+        return action.type(value if isinstance(value, str) else str(value))
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
+        raise ConfigError(f"{flag}: {err} (in {source})", flag=flag) from None
+
+
+def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
+    """Fill the automatic values; `explicit` are flags the user set (command line, YAML, overrides)."""
+    if cfg.recurrence == -1:
+        cfg.recurrence = cfg.rollout if cfg.use_rnn else 1
+    if cfg.serial_mode and cfg.async_rl:
+        if "async_rl" in explicit:
+            raise ConfigError("--async_rl=True conflicts with --serial_mode=True: serial mode trains synchronously, "
+                              "set --async_rl=False or leave it out", flag="--async_rl")
+        cfg.async_rl = False
+
+
+# --- devices and persistence -------------------------------------------------------------------------
+
+def resolve_device(cfg: argparse.Namespace) -> str:
+    """"cuda" or "cpu" for --device: gpu and auto take CUDA when it exists, and fall back to the CPU otherwise."""
+    if cfg.device == "cpu":
+        return "cpu"
+    import torch  # here, not at the top: parsing flags and --help should not pay for importing torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if cfg.device == "gpu" and "device" in getattr(cfg, "cli_args", {}):
+        log.warning("--device=gpu was given but no CUDA device is available; running on the CPU")
+    return "cpu"
+
+
+def cfg_to_dict(cfg: argparse.Namespace) -> dict[str, Any]:
+    """The config as plain JSON types (anything else becomes its string form), for config.json."""
+    return json.loads(json.dumps(vars(cfg), default=str))
+
+
+def load_cfg_json(path: str | Path) -> argparse.Namespace:
+    """A saved config.json; flags added to sf after it was written get their current defaults."""
+    saved = json.loads(Path(path).read_text())
+    return argparse.Namespace(**{**_parser_defaults(make_parser()), "cli_args": {}, **saved})
