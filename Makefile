@@ -28,7 +28,7 @@ test-slow: venv
 	$(PY) -m pytest -q -m slow -o addopts="--benchmark-disable"
 
 bench: venv
-	$(PY) -m pytest -q benchmarks -o addopts="" --benchmark-only
+	$(PY) -m pytest -q benchmarks -o addopts="" --benchmark-only --benchmark-enable
 
 clean:
 	rm -rf $(VENV) train_dir .pytest_cache
