@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("vizdoom")
 
@@ -152,7 +153,22 @@ def test_defaults_are_recurrent_pixel_appo():
     defaults = doom_defaults("doom_benchmark")
     assert defaults["use_rnn"] is True and defaults["rnn_type"] == "gru"
     assert defaults["encoder_conv_architecture"] == "convnet_simple"
-    assert defaults["recurrence"] == defaults["rollout"]  # whole-trajectory BPTT
+    assert "recurrence" not in defaults  # -1 resolves to --rollout, so a shorter --rollout alone stays valid
     assert defaults["batch_size"] % defaults["rollout"] == 0
     assert defaults["num_envs_per_worker"] % defaults["worker_num_splits"] == 0
     assert "reward_scale" not in defaults  # scaling comes from each scenario's env attribute
+
+
+def test_default_model_has_sample_factorys_doom_shape():
+    """convnet_simple (32x8/4, 64x4/2, 128x3/2) -> FC 512 -> GRU 512 -> linear heads, as Sample Factory builds for Doom."""
+    from sf.cfg.arguments import parse_full_cfg
+    from sf.runtime.setup import build_model, probe_env
+
+    cfg = parse_full_cfg(["--env=doom_basic", "--rollout=16"], add_args=add_doom_args, defaults=doom_defaults)
+    assert cfg.recurrence == 16
+    model = build_model(cfg, probe_env(cfg), "cpu")
+    shapes = [tuple(p.shape) for name, p in model.named_parameters() if "weight" in name]
+    assert shapes == [(32, 3, 8, 8), (64, 32, 4, 4), (128, 64, 3, 3), (512, 128 * 3 * 6), (3 * 512, 512), (3 * 512, 512),
+                      (len(DOOM_SCENARIOS["doom_basic"].actions), 512), (1, 512)]
+    assert any(isinstance(m, torch.nn.GRU) for m in model.modules())
+    assert any(isinstance(m, torch.nn.ELU) for m in model.modules())

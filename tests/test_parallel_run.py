@@ -114,3 +114,39 @@ def test_sigint_stops_with_status_interrupted(tmp_path, shm_before):
     assert "Collected {0: " in rest
     assert all(not _alive(pid) for pid in _child_pids(lines).values())
     assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def _summary(train_dir, experiment):
+    return json.loads((train_dir / experiment / "summary.json").read_text())
+
+
+def test_two_policies_both_train(tmp_path):
+    result = run_sf(["--env=CartPole-v1", *FAST, "--num_policies=2", "--train_for_env_steps=6000", "--experiment=two",
+                     f"--train_dir={tmp_path}"], timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:]
+    summary = _summary(tmp_path, "two")
+    assert all(summary["env_frames"][p] >= 6000 for p in ("0", "1"))
+    assert all(summary["policy_versions"][p] > 0 for p in ("0", "1"))
+    assert all(summary["num_episodes_per_policy"][p] > 0 for p in ("0", "1"))
+    for p in (0, 1):
+        assert f"Learner {p} profile tree view:" in result.stdout
+        assert list((tmp_path / "two" / f"checkpoint_p{p}").glob("checkpoint_*.pth"))
+
+
+@pytest.mark.parametrize("batched", ["True", "False"])
+def test_sync_mode_trains_on_current_policy_only(tmp_path, batched):
+    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", f"--batched_sampling={batched}",
+                     "--train_for_env_steps=6000", "--experiment=sync", f"--train_dir={tmp_path}"], timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:]
+    summary = _summary(tmp_path, "sync")
+    assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("async_rl", ["True", "False"])
+def test_parallel_cartpole_learns(tmp_path, async_rl):
+    """The issue's acceptance command, asynchronous and synchronous."""
+    result = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=8", "--train_for_env_steps=300000",
+                     "--seed=1", f"--async_rl={async_rl}", "--experiment=learn", f"--train_dir={tmp_path}"], timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert _summary(tmp_path, "learn")["avg_episode_reward"]["0"] >= 450

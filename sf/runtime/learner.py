@@ -70,7 +70,9 @@ class Learner(Component):
             if not self.cfg.async_rl:
                 for w in range(self.cfg.num_workers):
                     self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
-        stats["policy_lag"] = float((self.version - 1 - batch["policy_version"].float()).mean())
+        lag = (self.version - 1 - batch["policy_version"]).float()
+        stats["policy_lag"] = float(lag.mean())
+        stats["policy_lag_max"] = float(lag.max())
         stats["dropped_trajectories"] = float(dropped)
         stats["lr"] = self.lr
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
@@ -220,5 +222,6 @@ class Learner(Component):
             )
 
     def on_stop(self) -> None:
-        if hasattr(self, "optimizer"):
+        """A final checkpoint, except in benchmark mode where only throughput matters."""
+        if hasattr(self, "optimizer") and not self.cfg.benchmark:
             self.save()

@@ -34,6 +34,7 @@ class Runner(Component):
         self.episodes = {p: deque(maxlen=cfg.stats_avg) for p in range(n)}
         self.num_episodes = {p: 0 for p in range(n)}
         self.last_stats: dict[int, dict] = {p: {} for p in range(n)}
+        self.max_lag = {p: 0.0 for p in range(n)}
         self.learners_ready: set[int] = set()
         self.fps_window: deque[tuple[float, int]] = deque()
         self.start_time = time.monotonic()
@@ -52,7 +53,8 @@ class Runner(Component):
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
         self.loop.every(REPORT_EVERY_S, self.report)
-        self.loop.every(self.cfg.save_every_sec, self._request_save)
+        if not self.cfg.benchmark:
+            self.loop.every(self.cfg.save_every_sec, self._request_save)
         self.loop.every(1.0, self._check_time_limit)
 
     # incoming ----------------------------------------------------------------------------------------
@@ -61,6 +63,7 @@ class Runner(Component):
         self.versions[policy_id] = version
         if stats:
             self.last_stats[policy_id] = stats
+            self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
             if self.steady_start is None:
                 self.steady_start = (time.monotonic(), self.total_frames())
             self.experiment.write_scalars(policy_id, env_steps, {f"train/{k}": v for k, v in stats.items()})
@@ -157,6 +160,7 @@ class Runner(Component):
             "num_episodes": sum(self.num_episodes.values()),
             "num_episodes_per_policy": dict(self.num_episodes),
             "policy_versions": dict(self.versions),
+            "max_policy_lag": dict(self.max_lag),
             "status": self.stop_status or "error",
             "error": self.error,
         }

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium
 
+from sf.cfg.arguments import str2bool
 from sf.envs.registry import EnvConfig, EnvNotFoundError, register_env
 from sf_examples.vizdoom.doom_env import DoomEnv, DoomEnvOptions, DoomScenario
 
@@ -82,21 +83,12 @@ def register_doom_envs() -> None:
         register_env(name, make_doom_env)
 
 
-def _str2bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected True or False, got {value!r}")
-
-
 def add_doom_args(parser: argparse.ArgumentParser) -> None:
     defaults = DoomEnvOptions()
     parser.add_argument("--res_w", type=int, default=defaults.res_w, help="observation width after resizing")
     parser.add_argument("--res_h", type=int, default=defaults.res_h, help="observation height after resizing")
     parser.add_argument(
-        "--wide_aspect_ratio", type=_str2bool, nargs="?", const=True, default=defaults.wide_aspect_ratio,
+        "--wide_aspect_ratio", type=str2bool, nargs="?", const=True, default=defaults.wide_aspect_ratio,
         help="render at 16:9 (256x144, a wider field of view) instead of 160x120 before resizing",
     )
 
@@ -117,7 +109,6 @@ def doom_defaults(env_name: str) -> dict[str, Any]:
         "normalize_input": False,  # fixed pixel scaling is enough; running stats cost time per batch
         "normalize_returns": True,  # per-scenario reward_scale gets close; this absorbs what remains
         "rollout": 32,  # trajectory length per env between sends to the learner
-        "recurrence": 32,  # backprop through the whole rollout
         "batch_size": 2048,  # samples per SGD step
         "num_batches_per_epoch": 1,  # one SGD step per iteration keeps policy lag low
         "num_epochs": 1,  # one pass: fresh experience is cheap at Doom's throughput
