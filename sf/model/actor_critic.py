@@ -66,6 +66,7 @@ class ActorCritic(nn.Module):
             self.register_parameter("log_std", None)
         self.tanh_scale = float(cfg.continuous_tanh_scale)
         self._initialize(cfg.policy_initialization, cfg.policy_init_gain, initial_log_std)
+        self.to(memory_format=torch.channels_last)  # conv weights only; matches ConvEncoder's input layout
 
     def _initialize(self, scheme: str, gain: float, initial_log_std: float) -> None:
         if scheme not in INITIALIZATIONS:

@@ -34,16 +34,27 @@ class ObsNormalizer(nn.Module):
         self.stats = nn.ModuleDict({_module_name(k): RunningMeanStd(tuple(obs_spec[k][0])) for k in keys})
         self._stats_by_key = {k: self.stats[_module_name(k)] for k in keys}
 
+    def update(self, obs: dict[str, torch.Tensor]) -> None:
+        """Move the statistics with a batch without producing normalized copies (the learner's prepare step)."""
+        for key, stats in self._stats_by_key.items():
+            stats.update(self._scaled(key, obs[key]))
+
+    def _scaled(self, key: str, x: torch.Tensor) -> torch.Tensor:
+        # batched images come out channels-last in the same copy, the layout the conv encoder runs fastest on
+        layout = torch.channels_last if x.dim() == 4 else torch.contiguous_format
+        x = x.to(torch.float32, memory_format=layout)
+        if key in self.uint8_keys:  # x is a fresh copy here, so in-place scaling touches no caller's memory
+            if self.subtract_mean != 0.0:
+                x.sub_(self.subtract_mean)
+            if self.inv_scale != 1.0:
+                x.mul_(self.inv_scale)
+        return x
+
     def forward(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
         """float32 observations; the inputs are never modified in place, statistics move only if `update`."""
         out = {}
         for key, x in obs.items():
-            x = x.float()
-            if key in self.uint8_keys:  # x is a fresh copy here, so in-place scaling touches no caller's memory
-                if self.subtract_mean != 0.0:
-                    x.sub_(self.subtract_mean)
-                if self.inv_scale != 1.0:
-                    x.mul_(self.inv_scale)
+            x = self._scaled(key, x)
             stats = self._stats_by_key.get(key)
             if stats is not None:
                 if update:

@@ -85,7 +85,7 @@ class Learner(Component):
         obs = {k: to(v[:, :T]) for k, v in batch["obs"].items()}
         n = next(iter(obs.values())).shape[0]
         flat_obs = {k: v.reshape(n * T, *v.shape[2:]) for k, v in obs.items()}
-        norm_obs = self.model.normalize_obs(flat_obs, update=True)
+        self.model.obs_normalizer.update(flat_obs)
 
         rewards = to(batch["rewards"]) * self.reward_scale
         rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
@@ -101,7 +101,7 @@ class Learner(Component):
             returns = normalizer.normalize(returns)
             old_values = normalizer.normalize(old_values)
         return {
-            "obs": norm_obs,
+            "obs": flat_obs,
             "rnn_states": to(batch["rnn_states"][:, :T]),
             "actions": to(batch["actions"]).reshape(n * T, -1),
             "old_log_prob": to(batch["log_prob"]).reshape(-1),
@@ -162,8 +162,10 @@ class Learner(Component):
         """Forward the chosen chunks of `chunk` consecutive steps and compute the PPO losses on them."""
         cfg, model = self.cfg, self.model
         steps = (chunk_ids.unsqueeze(1) * chunk + torch.arange(chunk, device=chunk_ids.device)).reshape(-1)
+        whole_batch = steps.numel() == data["n"] * cfg.rollout and not cfg.shuffle_minibatches
         with self.timing.add_time("forward_head"):
-            head = model.forward_head({k: v.index_select(0, steps) for k, v in data["obs"].items()})
+            obs = data["obs"] if whole_batch else {k: v.index_select(0, steps) for k, v in data["obs"].items()}
+            head = model.forward_head(model.normalize_obs(obs))
         with self.timing.add_time("bptt"):
             if model.rnn_state_size > 0:
                 T = cfg.rollout
