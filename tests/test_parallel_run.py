@@ -59,20 +59,26 @@ def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 
-def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before):
-    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", "--experiment=kill",
+def _interrupt_running(tmp_path, experiment: str, act) -> tuple[subprocess.Popen, str, float, dict[str, int]]:
+    """Start a long parallel run, do `act(proc, child_pids)` once it reports progress, wait for the end."""
+    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", f"--experiment={experiment}",
                    f"--train_dir={tmp_path}"])
     lines: list[str] = []
     try:
-        _read_until(proc, r"Fps is", lines)
+        _read_until(proc, r"Total num frames: [1-9]", lines)  # every process is up and training
         pids = _child_pids(lines)
-        os.kill(pids["RolloutWorker_w0"], signal.SIGKILL)
-        killed_at = time.monotonic()
+        act(proc, pids)
+        acted_at = time.monotonic()
         rest, _ = proc.communicate(timeout=30)
-        took = time.monotonic() - killed_at
+        took = time.monotonic() - acted_at
     finally:
         proc.kill()
-    out = "".join(lines) + rest
+    return proc, "".join(lines) + rest, took, pids
+
+
+def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before):
+    proc, out, took, pids = _interrupt_running(tmp_path, "kill",
+                                               lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGKILL))
     assert proc.returncode != 0
     assert took < 15, took
     summary = json.loads((tmp_path / "kill" / "summary.json").read_text())
@@ -96,23 +102,13 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
 
 
 def test_sigint_stops_with_status_interrupted(tmp_path, shm_before):
-    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", "--experiment=int",
-                   f"--train_dir={tmp_path}"])
-    lines: list[str] = []
-    try:
-        _read_until(proc, r"Fps is", lines)
-        proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        rest, _ = proc.communicate(timeout=30)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
+    proc, out, took, pids = _interrupt_running(tmp_path, "int", lambda proc, _: proc.send_signal(signal.SIGINT))
     assert took < 10, took
     summary = json.loads((tmp_path / "int" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert list((tmp_path / "int" / "checkpoint_p0").glob("checkpoint_*.pth"))
-    assert "Collected {0: " in rest
-    assert all(not _alive(pid) for pid in _child_pids(lines).values())
+    assert "Collected {0: " in out
+    assert all(not _alive(pid) for pid in pids.values())
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 

@@ -32,8 +32,8 @@ from sf.runtime.setup import EnvInfo, build_buffers, build_model
 log = logging.getLogger("sf")
 
 QUEUE_BYTES = 4 * 1024 * 1024
-PROFILE_WAIT_S = 10.0
-JOIN_WAIT_S = 5.0
+PROFILE_WAIT_S = 5.0
+JOIN_WAIT_S = 3.0
 
 
 def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local) -> dict:
