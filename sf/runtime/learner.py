@@ -125,9 +125,10 @@ class Learner(Component):
             adv = data["advantages"]
             data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         stats: dict[str, float] = {}
-        kls = []
+        kls: list[float] = []
         for _ in range(cfg.num_epochs):
             order = torch.randperm(num_chunks, device=self.device) if cfg.shuffle_minibatches else torch.arange(num_chunks, device=self.device)
+            epoch_kls = []
             for mb in range(math.ceil(num_chunks / chunks_per_mb)):
                 chunk_ids = order[mb * chunks_per_mb : (mb + 1) * chunks_per_mb]
                 with self.timing.add_time("calculate_losses"):
@@ -138,12 +139,12 @@ class Learner(Component):
                     with self.timing.add_time("clip"):
                         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                     self.optimizer.step()
-                kl = float(losses["approx_kl"])
-                kls.append(kl)
+                epoch_kls.append(float(losses["approx_kl"]))
                 if cfg.lr_schedule == "kl_adaptive_minibatch":
-                    self._set_lr(self.lr_schedule.value(self.env_steps, kl))
+                    self._set_lr(self.lr_schedule.value(self.env_steps, epoch_kls[-1]))
             if cfg.lr_schedule == "kl_adaptive_epoch":
-                self._set_lr(self.lr_schedule.value(self.env_steps, sum(kls[-chunks_per_mb:]) / max(1, len(kls[-chunks_per_mb:]))))
+                self._set_lr(self.lr_schedule.value(self.env_steps, sum(epoch_kls) / len(epoch_kls)))
+            kls += epoch_kls
         if cfg.lr_schedule in ("constant", "linear_decay"):
             self._set_lr(self.lr_schedule.value(self.env_steps))
         with self.timing.add_time("losses_postprocess"):

@@ -45,8 +45,8 @@ class Runner(Component):
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "episodes": self._on_episodes,
-            "timing": self._on_timing,
-            "profile": self._on_profile,
+            "timing": self.on_profile,
+            "profile": self.on_profile,
             "error": self._on_error,
         }
 
@@ -77,10 +77,8 @@ class Runner(Component):
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def _on_timing(self, name: str, pid: int, tree: dict) -> None:
-        self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
-
-    def _on_profile(self, name: str, pid: int, tree: dict) -> None:
+    def on_profile(self, name: str, pid: int, tree: dict) -> None:
+        """A component's Timing tree: periodic snapshots for TensorBoard, the final one for the exit report."""
         self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
 
     def _on_error(self, name: str, message: str) -> None:

@@ -188,7 +188,7 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
     deadline = time.monotonic() + PROFILE_WAIT_S
     final: set[str] = set()
     handlers = dict(runner.handlers)
-    handlers["profile"] = lambda name, pid, tree: (final.add(name), runner._on_profile(name, pid, tree))
+    handlers["profile"] = lambda name, pid, tree: (final.add(name), runner.on_profile(name, pid, tree))
     while time.monotonic() < deadline and not final >= expected:
         if all(p.exitcode is not None for p in processes.values()) and inbox.empty():
             break

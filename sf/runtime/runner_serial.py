@@ -50,7 +50,7 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     loop.deliver_local(RUNNER)
     for name, component in loop.components.items():
         if name != RUNNER:
-            runner.profiles[name] = {"name": name, "pid": os.getpid(), "tree": component.timing.to_dict()}
+            runner.on_profile(name, os.getpid(), component.timing.to_dict())
     return runner.finish()
 
 
