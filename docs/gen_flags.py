@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Iterable
+from typing import Iterable
 
 from sf.cfg.arguments import make_parser, str2bool
 from sf_examples.vizdoom.doom_envs import add_doom_args
@@ -69,8 +69,8 @@ def table(actions: Iterable[argparse.Action]) -> list[str]:
     return lines
 
 
-def _flags(group: Any) -> list[argparse.Action]:
-    return [a for a in group._group_actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+def _is_flag(action: argparse.Action) -> bool:
+    return bool(action.option_strings) and not isinstance(action, argparse._HelpAction)
 
 
 def reference() -> str:
@@ -78,7 +78,7 @@ def reference() -> str:
     known = {a.dest for a in parser._actions}
     sections: list[str] = []
     for group in parser._action_groups:
-        actions = _flags(group)
+        actions = [a for a in group._group_actions if _is_flag(a)]
         if not actions:
             continue
         title = group.title
@@ -86,8 +86,7 @@ def reference() -> str:
             title += " (enjoy scripts only)"
         sections += [f"### {title}", "", *table(actions), ""]
     doom_parser = make_parser(add_args=add_doom_args)
-    doom = [a for a in doom_parser._actions if a.option_strings and a.dest not in known
-            and not isinstance(a, argparse._HelpAction)]
+    doom = [a for a in doom_parser._actions if _is_flag(a) and a.dest not in known]
     sections += [f"### {DOOM_TITLE}", "", *table(doom)]
     return "\n".join(sections)
 

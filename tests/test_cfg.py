@@ -314,3 +314,12 @@ def test_resolve_device(monkeypatch, device: str, cuda: bool, expected: str):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     assert resolve_device(parse(f"--device={device}")) == expected
+
+
+def test_yaml_null_keeps_the_default(tmp_path):
+    from sf.cfg.arguments import parse_full_cfg
+
+    preset = tmp_path / "p.yaml"
+    preset.write_text("seed: null\nrollout: null\ngamma: 0.9\n")
+    cfg = parse_full_cfg(["--env=CartPole-v1", f"--cfg={preset}"])
+    assert cfg.seed is None and cfg.rollout == 32 and cfg.gamma == 0.9

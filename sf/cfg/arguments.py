@@ -201,7 +201,7 @@ def _rl_flags(g: _Group) -> None:
 
 
 def _optimizer_flags(g: _Group) -> None:
-    g.choice("optimizer", ("adam", "lamb"), "adam", "optimizer")
+    g.choice("optimizer", ("adam",), "adam", "optimizer")
     g.real("adam_eps", 1e-6, "Adam epsilon")
     g.real("adam_beta1", 0.9, "Adam beta1")
     g.real("adam_beta2", 0.999, "Adam beta2")
@@ -260,7 +260,7 @@ def _run_flags(g: _Group) -> None:
     g.text("save_best_metric", "reward", "episode statistic that defines the best policy")
     g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start")
     g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
-    g.integer("experiment_summaries_interval", 10, "seconds between FPS/stats log lines and TensorBoard scalars")
+    g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends for TensorBoard hotspot scalars")
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
     g.boolean("summaries_use_frameskip", True, "x axis of summaries in env frames (True) or agent steps")
@@ -277,7 +277,7 @@ def _evaluation_flags(g: _Group) -> None:
     g.integer("video_frames", 1_000_000_000, "stop recording after this many frames")
     g.text("video_name", None, "file name of the video (default: replay.mp4)")
     g.integer("max_num_frames", 1_000_000_000, "stop after this many env frames")
-    g.integer("max_num_episodes", 1_000_000_000, "stop after this many episodes")
+    g.integer("max_num_episodes", 1_000_000_000, "episodes to play (enjoy plays 5 when the flag is not given)")
     g.integer("policy_index", 0, "policy to evaluate when several were trained")
     g.boolean("eval_deterministic", False, "take the most likely action instead of sampling")
     g.text("train_script", None, "module that trained the experiment, for tools that rebuild it")
@@ -405,16 +405,13 @@ def _coerce_all(values: dict[str, Any], flags: dict[str, argparse.Action], sourc
             match = difflib.get_close_matches(key, list(flags), n=1)
             hint = f"; did you mean '{match[0]}'?" if match else ""
             raise ConfigError(f"unknown flag '{key}' in {source}{hint}", flag=f"--{key}")
-        converted[key] = _coerce(action, value, source)
+        if value is not None:  # null (YAML) keeps the flag's default
+            converted[key] = _coerce(action, value, source)
     return converted
 
 
 def _coerce(action: argparse.Action, value: Any, source: str) -> Any:
     flag = action.option_strings[0]
-    if value is None:
-        if action.default is None:
-            return None
-        raise ConfigError(f"{flag}: expected a value, got null (in {source})", flag=flag)
     if action.nargs in ("*", "+"):
         items = value if isinstance(value, (list, tuple)) else [value]
         return [_convert(action, item, flag, source) for item in items]

@@ -61,6 +61,7 @@ class EventLoop:
         self.timers: list[list] = []  # [next_time, period, fn]
         self.stop_event = stop_event
         self.stopped = False
+        self.started: list[Component] = []
         self.parent_pid = os.getppid()
 
     def add(self, component: Component, aliases: tuple[str, ...] = ()) -> None:
@@ -112,6 +113,7 @@ class EventLoop:
     def run(self) -> None:
         for component in self.components.values():
             component.on_start()
+            self.started.append(component)
         for component in self.components.values():
             component.flush()
         try:
@@ -147,9 +149,9 @@ class EventLoop:
         self.local.clear()
 
     def stop_components(self) -> list[tuple[str, str]]:
-        """Run every component's on_stop; return (name, traceback) for those that failed."""
+        """Run on_stop of every component that started; return (name, traceback) for those that failed."""
         failures = []
-        for component in self.components.values():
+        for component in self.started:
             try:
                 component.on_stop()
             except Exception:

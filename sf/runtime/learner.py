@@ -41,11 +41,8 @@ class Learner(Component):
     def on_start(self) -> None:
         cfg = self.cfg
         params = list(self.model.parameters())
-        if cfg.optimizer == "adam":
-            self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                              eps=cfg.adam_eps)
-        else:
-            raise ValueError(f"--optimizer={cfg.optimizer} is not implemented; use --optimizer=adam")
+        self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                                          eps=cfg.adam_eps)
         state = self.checkpoints.load_latest() if cfg.restart_behavior == "resume" else None
         if state is not None:
             self.model.load_state_dict(state["model"])
@@ -137,7 +134,8 @@ class Learner(Component):
                     self.optimizer.zero_grad(set_to_none=True)
                     losses["total_loss"].backward()
                     with self.timing.add_time("clip"):
-                        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                        max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")  # 0: no clipping
+                        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
                     self.optimizer.step()
                 epoch_kls.append(float(losses["approx_kl"]))
                 if cfg.lr_schedule == "kl_adaptive_minibatch":

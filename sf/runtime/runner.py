@@ -165,6 +165,7 @@ class Runner(Component):
 
     def finish(self) -> dict:
         """Print every profile tree in contract order, then the Collected line; write profile and summary."""
+        self.report()
         self.profiles[RUNNER] = {"name": RUNNER, "pid": self.experiment.pid, "tree": self.timing.to_dict()}
         for name in sorted(self.profiles, key=profile_order):
             tree = Timing.from_dict(f"{name} profile", self.profiles[name]["tree"])
