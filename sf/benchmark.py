@@ -71,7 +71,7 @@ class Result:
 
 def run_training(python: str, suite: Suite, extra: list[str], cwd: Path) -> float:
     """One training run in a fresh folder; returns the overall FPS it printed last."""
-    with tempfile.TemporaryDirectory(dir=cwd) as train_dir:
+    with tempfile.TemporaryDirectory(prefix="sf_benchmark_") as train_dir:
         cmd = [python, "-m", suite.module, *suite.flags, *extra, f"--train_dir={train_dir}", "--experiment=bench"]
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     found = COLLECTED.findall(ANSI.sub("", proc.stdout + proc.stderr))

@@ -11,9 +11,11 @@ import pytest
 from conftest import run_sf
 
 pytest.importorskip("vizdoom")
+imageio = pytest.importorskip("imageio.v2")
 
 from sf.cfg.arguments import parse_full_cfg, resolve_device  # noqa: E402
-from sf_examples.vizdoom.doom_envs import add_doom_args, doom_defaults, register_doom_envs  # noqa: E402
+from sf_examples.vizdoom.doom_env import TICRATE  # noqa: E402
+from sf_examples.vizdoom.doom_envs import DOOM_SCENARIOS, add_doom_args, doom_defaults, register_doom_envs  # noqa: E402
 
 TRAIN = "sf_examples.vizdoom.train_vizdoom"
 ENJOY = "sf_examples.vizdoom.enjoy_vizdoom"
@@ -73,7 +75,9 @@ def test_reference_command_runs_to_the_end_and_prints_every_profile(tmp_path):
 
 
 def test_enjoy_plays_an_episode_and_writes_a_video(tmp_path):
-    train = run_sf(["--env=doom_basic", "--serial_mode=True", "--num_workers=1", "--num_envs_per_worker=2",
+    """Trained at frameskip 5 (enjoy reads it from config.json): the video runs at 35 / 5 = 7 fps, game speed."""
+    frameskip = 5
+    train = run_sf(["--env=doom_basic", f"--env_frameskip={frameskip}", "--serial_mode=True", "--num_workers=1", "--num_envs_per_worker=2",
                     "--rollout=16", "--batch_size=64", "--train_for_env_steps=256", "--seed=1", "--experiment=enjoy",
                     f"--train_dir={tmp_path}"], module=TRAIN, timeout=120)
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
@@ -89,6 +93,14 @@ def test_enjoy_plays_an_episode_and_writes_a_video(tmp_path):
     assert video.is_file() and video.stat().st_size > 1000
     with video.open("rb") as f:
         assert f.read(12)[4:8] == b"ftyp"  # an MP4 container, not an empty or partial file
+    reader = imageio.get_reader(video)
+    try:
+        assert reader.get_meta_data()["fps"] == pytest.approx(TICRATE / frameskip)
+        max_steps = -(-DOOM_SCENARIOS["doom_basic"].timeout_tics // frameskip)
+        assert 1 <= reader.count_frames() <= max_steps  # one frame per agent step of the single episode
+        assert reader.get_data(0).shape == (120, 160, 3)  # the rendered screen, not the 128x72 observation
+    finally:
+        reader.close()
 
 
 def test_enjoy_without_an_experiment_fails_clearly(tmp_path):

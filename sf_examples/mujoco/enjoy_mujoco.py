@@ -1,16 +1,30 @@
-"""Evaluate a MuJoCo experiment: `python -m sf_examples.mujoco.enjoy_mujoco --env=mujoco_ant --experiment=...`."""
+"""Evaluate a MuJoCo experiment: `python -m sf_examples.mujoco.enjoy_mujoco --env=mujoco_ant --experiment=...`.
+
+With `--save_video` an OpenGL backend is chosen first (see `gl_backend`); when none can render, one line
+says how to get one and the evaluation runs without video.
+"""
 from __future__ import annotations
 
 import sys
 
 from sf.cfg.arguments import main_cfg_or_exit
 from sf.enjoy import enjoy
+from sf.utils.logging import setup_logging
+from sf_examples.mujoco.gl_backend import setup_gl_backend
 from sf_examples.mujoco.mujoco_envs import mujoco_defaults, register_mujoco_envs
 
 
 def main(argv: list[str] | None = None) -> int:
     register_mujoco_envs()
     cfg = main_cfg_or_exit(argv, defaults=mujoco_defaults, evaluation=True)
+    if cfg.save_video:
+        log = setup_logging(cfg.log_level)
+        backend, advice = setup_gl_backend()
+        if backend is None:
+            log.warning("%s", advice)
+            cfg.save_video = False
+        else:
+            log.info("rendering with MUJOCO_GL=%s", backend)
     return enjoy(cfg)
 
 

@@ -35,17 +35,16 @@ Probe = Callable[[str], bool]
 def candidate_backends(environ: Mapping[str, str], platform: str = sys.platform) -> list[str]:
     """Backends worth trying, best first: headless ones (EGL uses a GPU when there is one), then a window."""
     if platform == "darwin":
-        return ["glfw"]
+        return ["cgl", "glfw"]
     has_display = bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
     return ["egl", "osmesa"] + (["glfw"] if has_display else [])
 
 
 def probe_backend(backend: str) -> bool:
     """Whether MuJoCo renders a frame with MUJOCO_GL=backend, tried in a fresh interpreter."""
-    env = dict(os.environ, MUJOCO_GL=backend)
-    env.pop("PYOPENGL_PLATFORM", None)  # MuJoCo sets it to match MUJOCO_GL; a stale value would veto the probe
     try:
-        result = subprocess.run([sys.executable, "-c", _PROBE_CODE], env=env, capture_output=True,
+        result = subprocess.run([sys.executable, "-c", _PROBE_CODE], env=dict(os.environ, MUJOCO_GL=backend),
+                                capture_output=True,
                                 timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return False
@@ -65,10 +64,14 @@ def choose_gl_backend(environ: Mapping[str, str], probe: Probe = probe_backend,
 
 
 def setup_gl_backend(probe: Probe = probe_backend) -> tuple[str | None, str | None]:
-    """Export the chosen backend as MUJOCO_GL (and matching PYOPENGL_PLATFORM) unless the user chose already."""
+    """Export the chosen backend as MUJOCO_GL unless the user chose one; MuJoCo then sets PYOPENGL_PLATFORM to match.
+
+    When nothing renders, MUJOCO_GL becomes "disable" in this process only: a value MuJoCo rejects (a typo)
+    would otherwise stop even the evaluation without video at `import mujoco`.
+    """
     backend, advice = choose_gl_backend(os.environ, probe)
-    if backend is not None and "MUJOCO_GL" not in os.environ:
-        os.environ["MUJOCO_GL"] = backend
-        if backend in ("egl", "osmesa"):
-            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+    if backend is None:
+        os.environ["MUJOCO_GL"] = "disable"
+    else:
+        os.environ.setdefault("MUJOCO_GL", backend)
     return backend, advice

@@ -1,11 +1,11 @@
 """The gymnasium MuJoCo v5 tasks under short sf names, and the PPO defaults that suit them."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import gymnasium
 
-from sf.envs.gym_family import make_gym_env
 from sf.envs.registry import EnvConfig, EnvNotFoundError, register_env
 
 MUJOCO_ENVS: dict[str, str] = {
@@ -20,6 +20,10 @@ MUJOCO_ENVS: dict[str, str] = {
     "mujoco_doublependulum": "InvertedDoublePendulum-v5",
 }
 
+# tasks whose model has a camera that follows the body; the default free camera would watch it run out of frame
+TRACKING_CAMERA = frozenset({"mujoco_ant", "mujoco_halfcheetah", "mujoco_hopper", "mujoco_walker", "mujoco_humanoid",
+                             "mujoco_swimmer"})
+
 
 def _gym_id(env_name: str) -> str:
     try:
@@ -29,7 +33,9 @@ def _gym_id(env_name: str) -> str:
 
 
 def make_mujoco_env(full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None) -> gymnasium.Env:
-    return make_gym_env(_gym_id(full_env_name), cfg, env_config, render_mode)
+    gym_id = _gym_id(full_env_name)
+    camera = {"camera_name": "track"} if render_mode is not None and full_env_name in TRACKING_CAMERA else {}
+    return gymnasium.make(gym_id, render_mode=render_mode, **camera)
 
 
 def register_mujoco_envs() -> None:
@@ -37,30 +43,61 @@ def register_mujoco_envs() -> None:
         register_env(name, make_mujoco_env)
 
 
+def env_placement(total_envs: int, cpus: int | None = None) -> dict[str, int]:
+    """Workers and envs per worker for a fixed total number of envs: one worker per core where the total allows.
+
+    The total stays the same on every machine, so samples per iteration and the learning curve do not depend
+    on the core count; only how the envs are spread over processes does.
+    """
+    cpus = max(1, cpus if cpus is not None else (os.cpu_count() or 1))
+    workers = max(1, min(cpus, total_envs // WORKER_NUM_SPLITS))
+    while total_envs % (workers * WORKER_NUM_SPLITS):
+        workers -= 1
+    return {"num_workers": workers, "num_envs_per_worker": total_envs // workers}
+
+
 def mujoco_defaults(env_name: str) -> dict[str, Any]:
     """Flag defaults for continuous control; the parser puts YAML and the command line above them."""
     _gym_id(env_name)
-    return {
+    defaults = {
         "use_rnn": False,  # MuJoCo states are fully observed: memory only costs speed
         "encoder_mlp_layers": [64, 64],  # the standard small PPO network for proprioceptive inputs
         "nonlinearity": "tanh",  # bounded activations train more stably than ReLU on these tasks
+        "policy_initialization": "torch_default",  # small uniform weights; measured better than orthogonal here
+        "adaptive_stddev": False,  # state-independent log-stddev, as in standard continuous PPO
+        "initial_stddev": 0.2,  # narrow start: with 1.0, HalfCheetah learns a flipping gait and Ant barely moves
         "normalize_input": True,  # joint positions and velocities differ in scale by orders of magnitude
         "normalize_returns": True,  # reward scales differ widely between tasks; one learning rate fits all
+        "value_bootstrap": True,  # episodes end by time limit: the state after it still has value
         "rollout": 64,  # short trajectories keep policy lag low; GAE bootstraps across them
         "recurrence": 1,  # no RNN, so each step is its own sequence
-        "batch_size": 512,  # SGD minibatch size
-        "num_batches_per_epoch": 8,  # 8 x 512 = 4096 samples per training iteration
-        "num_epochs": 10,  # the usual PPO number of passes over each iteration's samples
-        "learning_rate": 3e-4,  # Adam step size used by most PPO MuJoCo baselines
+        "batch_size": 1024,  # SGD minibatch size
+        "num_batches_per_epoch": 4,  # 4 x 1024 = 4096 samples per training iteration
+        "num_epochs": 2,  # few passes with a large step size: as sample-efficient as 10 small ones, and 5x cheaper
+        "learning_rate": 3e-3,  # large, and decayed to 0 over the run
+        "lr_schedule": "linear_decay",  # ends the run with small steps, so the final policy is stable
         "gamma": 0.99,  # horizon of about 100 steps, matching the tasks' reward delays
         "gae_lambda": 0.95,  # usual bias/variance balance for the advantage estimate
         "ppo_clip_ratio": 0.2,  # the standard PPO trust region
+        "value_loss_coeff": 1.3,  # the critic shares the encoder and needs a strong signal to track returns
         "exploration_loss_coeff": 0.0,  # the Gaussian's learned stddev explores; an entropy bonus hurts here
-        "max_grad_norm": 0.5,  # gradient clipping as in the common PPO baselines
-        "adaptive_stddev": False,  # state-independent log-stddev, as in standard continuous PPO
+        "max_grad_norm": 3.5,  # clips only outlier gradients; tighter clipping slows the large learning rate
         "env_frameskip": 1,  # the v5 tasks already apply their own frame_skip inside the simulator
-        "num_workers": 8,  # 8 x 8 = 64 envs, one 64-step rollout each fills exactly one 4096-sample iteration
-        "num_envs_per_worker": 8,  # MuJoCo steps are cheap, so each worker steps several envs per policy call
-        "worker_num_splits": 2,  # double buffering: half the envs step while the other half waits for actions
+        "worker_num_splits": WORKER_NUM_SPLITS,  # double buffering: half the envs step while the other half wait
         "train_for_env_steps": 1_000_000,  # the usual MuJoCo benchmark budget
+        **env_placement(64),  # 64 envs x 64 steps = one 4096-sample iteration per round of rollouts
     }
+    defaults.update(TASK_DEFAULTS.get(env_name, {}))
+    return defaults
+
+
+WORKER_NUM_SPLITS = 2
+
+# the pendulums are solved in ~100k frames: smaller iterations give many more policy updates in that budget,
+# and fewer envs let each finish its 1000-step episodes early enough to show in the average
+_PENDULUM = {"batch_size": 256, "num_batches_per_epoch": 4, **env_placement(16)}
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mujoco_hopper": {"initial_stddev": 1.0},  # falls at once unless it explores widely (0.2: ~370 at 1M, 1.0: ~1,500)
+    "mujoco_pendulum": _PENDULUM,
+    "mujoco_doublependulum": _PENDULUM,
+}
