@@ -8,7 +8,9 @@ pytest.importorskip("mujoco")
 
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, create_env  # noqa: E402
 from sf.envs.registry import registered_envs  # noqa: E402
-from sf_examples.mujoco.mujoco_envs import MUJOCO_ENVS, mujoco_defaults, register_mujoco_envs  # noqa: E402
+from sf_examples.mujoco.mujoco_envs import (  # noqa: E402
+    MUJOCO_ENVS, TRACKING_CAMERA, env_placement, make_mujoco_env, mujoco_defaults, register_mujoco_envs,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -56,6 +58,37 @@ def test_defaults_are_continuous_control_ppo():
     envs = defaults["num_workers"] * defaults["num_envs_per_worker"]
     assert samples_per_iteration % (envs * defaults["rollout"]) == 0 or (envs * defaults["rollout"]) % samples_per_iteration == 0
     assert defaults["num_envs_per_worker"] % defaults["worker_num_splits"] == 0
+
+
+@pytest.mark.parametrize("total", [16, 64])
+@pytest.mark.parametrize("cpus", [1, 2, 3, 6, 8, 12, 16, 64])
+def test_placement_keeps_total_envs_on_any_machine(total, cpus):
+    placement = env_placement(total, cpus)
+    workers, per_worker = placement["num_workers"], placement["num_envs_per_worker"]
+    assert workers * per_worker == total
+    assert 1 <= workers <= cpus and per_worker % 2 == 0  # two splits per worker
+
+
+def test_pendulums_train_on_smaller_iterations_than_locomotion():
+    locomotion, pendulum = mujoco_defaults("mujoco_halfcheetah"), mujoco_defaults("mujoco_pendulum")
+    def per_iteration(d):
+        return d["batch_size"] * d["num_batches_per_epoch"]
+    def envs(d):
+        return d["num_workers"] * d["num_envs_per_worker"]
+    assert per_iteration(pendulum) < per_iteration(locomotion)
+    assert envs(pendulum) < envs(locomotion)
+    assert envs(pendulum) * pendulum["rollout"] == per_iteration(pendulum)  # one round of rollouts per iteration
+    assert mujoco_defaults("mujoco_hopper")["initial_stddev"] > locomotion["initial_stddev"]
+
+
+def test_recording_follows_the_body_with_the_tracking_camera():
+    for name in MUJOCO_ENVS:
+        env = make_mujoco_env(name, cfg=None, env_config=None, render_mode="rgb_array")
+        try:
+            expected = "track" if name in TRACKING_CAMERA else None
+            assert env.unwrapped.mujoco_renderer.camera_name == expected
+        finally:
+            env.close()
 
 
 def test_defaults_reject_unknown_task():
