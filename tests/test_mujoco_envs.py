@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("mujoco")
+mujoco = pytest.importorskip("mujoco")
 
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, create_env  # noqa: E402
 from sf.envs.registry import registered_envs  # noqa: E402
@@ -69,15 +69,20 @@ def test_placement_keeps_total_envs_on_any_machine(total, cpus):
     assert 1 <= workers <= cpus and per_worker % 2 == 0  # two splits per worker
 
 
+def _per_iteration(d: dict) -> int:
+    return d["batch_size"] * d["num_batches_per_epoch"]
+
+
+def _total_envs(d: dict) -> int:
+    return d["num_workers"] * d["num_envs_per_worker"]
+
+
 def test_pendulums_train_on_smaller_iterations_than_locomotion():
     locomotion, pendulum = mujoco_defaults("mujoco_halfcheetah"), mujoco_defaults("mujoco_pendulum")
-    def per_iteration(d):
-        return d["batch_size"] * d["num_batches_per_epoch"]
-    def envs(d):
-        return d["num_workers"] * d["num_envs_per_worker"]
-    assert per_iteration(pendulum) < per_iteration(locomotion)
-    assert envs(pendulum) < envs(locomotion)
-    assert envs(pendulum) * pendulum["rollout"] == per_iteration(pendulum)  # one round of rollouts per iteration
+    assert _per_iteration(pendulum) < _per_iteration(locomotion)
+    assert _total_envs(pendulum) < _total_envs(locomotion)
+    for d in (locomotion, pendulum):  # one round of rollouts fills exactly one iteration
+        assert _total_envs(d) * d["rollout"] == _per_iteration(d)
     assert mujoco_defaults("mujoco_hopper")["initial_stddev"] > locomotion["initial_stddev"]
 
 
@@ -85,8 +90,11 @@ def test_recording_follows_the_body_with_the_tracking_camera():
     for name in MUJOCO_ENVS:
         env = make_mujoco_env(name, cfg=None, env_config=None, render_mode="rgb_array")
         try:
-            expected = "track" if name in TRACKING_CAMERA else None
-            assert env.unwrapped.mujoco_renderer.camera_name == expected
+            model = env.unwrapped.model
+            track = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, "track")
+            expected = track if name in TRACKING_CAMERA else -1  # -1: gymnasium's free camera
+            assert env.unwrapped.mujoco_renderer.camera_id == expected
+            assert name not in TRACKING_CAMERA or track >= 0
         finally:
             env.close()
 
