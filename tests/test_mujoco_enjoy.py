@@ -11,7 +11,9 @@ from conftest import run_sf
 
 pytest.importorskip("mujoco")
 
-from sf_examples.mujoco.gl_backend import candidate_backends, choose_gl_backend, probe_backend  # noqa: E402
+from sf_examples.mujoco.gl_backend import (  # noqa: E402
+    candidate_backends, choose_gl_backend, probe_backend, setup_gl_backend,
+)
 
 TRAIN = "sf_examples.mujoco.train_mujoco"
 ENJOY = "sf_examples.mujoco.enjoy_mujoco"
@@ -112,3 +114,13 @@ def test_candidates_follow_the_platform():
 
 def test_probe_rejects_an_unknown_backend():
     assert probe_backend("no_such_backend") is False
+
+
+def test_setup_exports_the_choice_only_when_the_user_made_none(monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "")
+    assert setup_gl_backend(probe=lambda b: b == "osmesa") == ("osmesa", None)
+    assert os.environ["MUJOCO_GL"] == "osmesa"
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    assert setup_gl_backend(probe=lambda b: True) == ("egl", None) and os.environ["MUJOCO_GL"] == "egl"
+    backend, advice = setup_gl_backend(probe=lambda b: False)
+    assert backend is None and os.environ["MUJOCO_GL"] == "disable"  # evaluation without video can still import mujoco

@@ -44,8 +44,7 @@ def probe_backend(backend: str) -> bool:
     """Whether MuJoCo renders a frame with MUJOCO_GL=backend, tried in a fresh interpreter."""
     try:
         result = subprocess.run([sys.executable, "-c", _PROBE_CODE], env=dict(os.environ, MUJOCO_GL=backend),
-                                capture_output=True,
-                                timeout=PROBE_TIMEOUT_S)
+                                capture_output=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
@@ -72,6 +71,6 @@ def setup_gl_backend(probe: Probe = probe_backend) -> tuple[str | None, str | No
     backend, advice = choose_gl_backend(os.environ, probe)
     if backend is None:
         os.environ["MUJOCO_GL"] = "disable"
-    else:
-        os.environ.setdefault("MUJOCO_GL", backend)
+    elif not os.environ.get("MUJOCO_GL"):  # unset or empty: both mean the user left the choice to us
+        os.environ["MUJOCO_GL"] = backend
     return backend, advice
