@@ -202,7 +202,6 @@ class RolloutWorker(Component):
         resumed = [i for i in self.parked if self.policy[i] == policy_id]
         touched = set()
         for i in resumed:
-            self.done_count[i] = 0
             self.parked.discard(i)
             split = int(self.split_of[i])
             self.ready[split].append(i)

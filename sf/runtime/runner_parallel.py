@@ -128,10 +128,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     loop = None
     exit_code = 0
     try:
-        loop, inbox = _build_process(kind, a, b, shared)
-        loop.inbox = inbox
-        loop.routes = _routes(cfg, queues)
-        loop.stop_event = shared["stop_event"]
+        loop = _build_process(kind, a, b, shared)
         loop.run()
     except StopLoop:
         pass
@@ -157,15 +154,14 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
 
     cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
     device = shared["device"]
-    loop = EventLoop()
+    inbox = queues[{"rollout": rollout_worker_name(a), "inference": policy_queue_name(a)}.get(kind, learner_name(a))]
+    loop = EventLoop(inbox=inbox, routes=_routes(cfg, queues), stop_event=shared["stop_event"])
     if kind == "rollout":
         loop.add(RolloutWorker(cfg, a, buffers))
-        inbox = queues[rollout_worker_name(a)]
     elif kind == "inference":
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
         loop.add(InferenceWorker(cfg, a, b, buffers, model, store, device), aliases=(policy_queue_name(a),))
-        inbox = queues[policy_queue_name(a)]
     else:
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
@@ -173,9 +169,8 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints)
         loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
-        inbox = queues[learner_name(a)]
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
-    return loop, inbox
+    return loop
 
 
 def _share_timings(loop: EventLoop, runner_q) -> None:
