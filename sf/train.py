@@ -11,6 +11,7 @@ import torch
 from sf.cfg.arguments import resolve_device
 from sf.runtime.experiment import Experiment
 from sf.runtime.setup import probe_env
+from sf.utils.allocator import keep_freed_memory
 from sf.utils.logging import setup_logging
 
 log = logging.getLogger("sf")
@@ -37,6 +38,8 @@ def run_rl(cfg) -> int:
             from sf.runtime.runner_serial import run_serial
 
             torch.set_num_threads(1)
+            if cfg.keep_freed_memory:
+                keep_freed_memory()
             summary = run_serial(cfg, experiment, env_info, device, stop)
         else:
             from sf.runtime.runner_parallel import run_parallel

@@ -35,6 +35,11 @@ class RunningMeanStd(nn.Module):
         if batch_count == 0:
             return
         batch_var, batch_mean = torch.var_mean(x.float(), dim=batch_dims, correction=0)
+        self.merge(batch_mean, batch_var, batch_count)
+
+    @torch.no_grad()
+    def merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, batch_count: int) -> None:
+        """Fold in the moments of `batch_count` samples computed elsewhere (e.g. by a uint8 kernel)."""
         total = self.count + batch_count
         weight = (batch_count / total).float()
         delta = batch_mean - self.mean

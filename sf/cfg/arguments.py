@@ -169,6 +169,8 @@ def _placement_flags(g: _Group) -> None:
     g.boolean("set_workers_cpu_affinity", True, "pin each rollout worker to one CPU core")
     g.boolean("force_envs_single_thread", True, "limit math libraries to one thread inside env processes")
     g.integer("default_niceness", 0, "process priority (nice value) of the worker processes")
+    g.boolean("keep_freed_memory", True, "keep memory freed by large tensors in each process's heap (glibc) "
+              "instead of returning it to the OS, so the next step does not pay page faults to get it back")
 
 
 def _batching_flags(g: _Group) -> None:

@@ -9,6 +9,7 @@ from torch import nn
 
 from sf.algo.running_mean_std import RunningMeanStd
 from sf.envs.spaces import ObsSpec
+from sf.model.pixel_kernels import hwc_array, uint8_affine_channels_last, uint8_moments
 
 
 def _module_name(key: str) -> str:
@@ -33,11 +34,52 @@ class ObsNormalizer(nn.Module):
             keys = list(cfg.normalize_input_keys)
         self.stats = nn.ModuleDict({_module_name(k): RunningMeanStd(tuple(obs_spec[k][0])) for k in keys})
         self._stats_by_key = {k: self.stats[_module_name(k)] for k in keys}
+        self._affine_cache: dict[str, tuple] = {}
 
     def update(self, obs: dict[str, torch.Tensor]) -> None:
         """Move the statistics with a batch without producing normalized copies (the learner's prepare step)."""
         for key, stats in self._stats_by_key.items():
-            stats.update(self._scaled(key, obs[key]))
+            x = obs[key]
+            if self._is_cpu_image(key, x):
+                mean, var = uint8_moments(x)
+                stats.merge((mean - self.subtract_mean) * self.inv_scale, var * self.inv_scale**2, x.shape[0])
+            else:
+                stats.update(self._scaled(key, x))
+
+    def forward(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
+        """float32 observations; the inputs are never modified in place, statistics move only if `update`."""
+        if update:
+            self.update(obs)
+        return {key: self._normalize(key, x) for key, x in obs.items()}
+
+    def _is_cpu_image(self, key: str, x: torch.Tensor) -> bool:
+        return key in self.uint8_keys and x.dim() == 4 and x.device.type == "cpu"
+
+    def _normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
+        stats = self._stats_by_key.get(key)
+        if self._is_cpu_image(key, x):  # one fused pass: scale, standardize, clip, channels-last
+            scale, shift = self._pixel_affine(key, stats, x.shape[1:])
+            return uint8_affine_channels_last(x, scale, shift, stats.clip if stats is not None else None)
+        x = self._scaled(key, x)
+        return stats.normalize(x) if stats is not None else x
+
+    def _pixel_affine(self, key: str, stats: RunningMeanStd | None, shape: torch.Size) -> tuple[np.ndarray, np.ndarray]:
+        """Per-pixel scale and shift that fold the fixed scaling and the running statistics into one multiply-add.
+
+        Cached until the statistics change: every in-place write to them (an update, a load of new weights)
+        bumps the tensors' version counters.
+        """
+        versions = (stats.mean._version, stats.var._version) if stats is not None else ()
+        cached = self._affine_cache.get(key)
+        if cached is not None and cached[0] == versions:
+            return cached[1], cached[2]
+        scale = torch.full(shape, self.inv_scale)
+        shift = torch.full(shape, -self.subtract_mean * self.inv_scale)
+        if stats is not None:
+            inv_std = torch.rsqrt(stats.var + stats.epsilon)
+            scale, shift = scale * inv_std, (shift - stats.mean) * inv_std
+        self._affine_cache[key] = (versions, hwc_array(scale), hwc_array(shift))
+        return self._affine_cache[key][1], self._affine_cache[key][2]
 
     def _scaled(self, key: str, x: torch.Tensor) -> torch.Tensor:
         # batched images come out channels-last in the same copy, the layout the conv encoder runs fastest on
@@ -49,16 +91,3 @@ class ObsNormalizer(nn.Module):
             if self.inv_scale != 1.0:
                 x.mul_(self.inv_scale)
         return x
-
-    def forward(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
-        """float32 observations; the inputs are never modified in place, statistics move only if `update`."""
-        out = {}
-        for key, x in obs.items():
-            x = self._scaled(key, x)
-            stats = self._stats_by_key.get(key)
-            if stats is not None:
-                if update:
-                    stats.update(x)
-                x = stats.normalize(x)
-            out[key] = x
-        return out

@@ -28,6 +28,7 @@ from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learn
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model
+from sf.utils.allocator import keep_freed_memory
 
 log = logging.getLogger("sf")
 
@@ -122,6 +123,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
 
     cfg = shared["cfg"]
     setup_logging(cfg.log_level)
+    if cfg.keep_freed_memory:
+        keep_freed_memory()
     restore_registry(shared["envs"])
     queues = shared["queues"]
     runner_q = queues[RUNNER]
