@@ -78,8 +78,9 @@ class ObsNormalizer(nn.Module):
         if stats is not None:
             inv_std = torch.rsqrt(stats.var + stats.epsilon)
             scale, shift = scale * inv_std, (shift - stats.mean) * inv_std
-        self._affine_cache[key] = (versions, hwc_array(scale), hwc_array(shift))
-        return self._affine_cache[key][1], self._affine_cache[key][2]
+        scale_hwc, shift_hwc = hwc_array(scale), hwc_array(shift)
+        self._affine_cache[key] = (versions, scale_hwc, shift_hwc)
+        return scale_hwc, shift_hwc
 
     def _scaled(self, key: str, x: torch.Tensor) -> torch.Tensor:
         # batched images come out channels-last in the same copy, the layout the conv encoder runs fastest on

@@ -3,7 +3,7 @@
 Why they exist: at the learner's Doom batch (1024 x 3 x 72 x 128, one thread) torch needed about 350 ms to
 convert to float and take the per-pixel `var_mean` over the batch, and about 280 ms to convert, standardize,
 clip and lay the result out channels-last for the conv encoder. `uint8_moments` takes about 10 ms and
-`uint8_affine_channels_last` about 45 ms for the same work (`benchmarks/bench_obs_normalizer.py`).
+`uint8_affine_channels_last` about 35 ms for the same work (`benchmarks/bench_obs_normalizer.py`).
 """
 from __future__ import annotations
 
