@@ -28,6 +28,8 @@ def merged_cfg(cli_cfg):
     for key, value in vars(cli_cfg).items():
         if key in cli_cfg.cli_args or not hasattr(cfg, key):
             setattr(cfg, key, value)
+    if cfg.eval_env_frameskip is not None:
+        cfg.env_frameskip = cfg.eval_env_frameskip
     return cfg
 
 

@@ -6,13 +6,11 @@ import signal
 import threading
 import traceback
 
-import torch
-
 from sf.cfg.arguments import resolve_device
 from sf.runtime.experiment import Experiment
 from sf.runtime.setup import probe_env
-from sf.utils.allocator import keep_freed_memory
 from sf.utils.logging import setup_logging
+from sf.utils.process_settings import apply_process_settings
 
 log = logging.getLogger("sf")
 
@@ -25,7 +23,7 @@ def run_rl(cfg) -> int:
     try:
         env_info = probe_env(cfg)
     except Exception as exc:
-        log.error("cannot create env %r: %s", cfg.env, exc)
+        log.error("cannot train on env %r: %s", cfg.env, exc)
         experiment.write_json("summary.json", {"status": "error", "error": f"{type(exc).__name__}: {exc}",
                                                "env_frames": {}, "fps": 0.0, "fps_steady": None, "wall_time_s": 0.0,
                                                "avg_episode_reward": {}, "num_episodes": 0})
@@ -37,9 +35,7 @@ def run_rl(cfg) -> int:
         if cfg.serial_mode:
             from sf.runtime.runner_serial import run_serial
 
-            torch.set_num_threads(1)
-            if cfg.keep_freed_memory:
-                keep_freed_memory()
+            apply_process_settings(cfg, "serial", 0)
             summary = run_serial(cfg, experiment, env_info, device, stop)
         else:
             from sf.runtime.runner_parallel import run_parallel

@@ -19,3 +19,21 @@ def run_sf(args: list[str], timeout: float = 300, module: str = "sf_examples.tra
 def shm_before():
     """/dev/shm entries present before the test; the test asserts nothing new is left behind."""
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def read_scalars(exp_dir: Path) -> dict[str, list[float]]:
+    """Every TensorBoard scalar the run wrote, by tag, in file order (records: length, crc, event, crc)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    series: dict[str, list[float]] = {}
+    for path in sorted(Path(exp_dir).glob(".summary/*/events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                series.setdefault(value.tag, []).append(value.simple_value)
+    return series

@@ -114,16 +114,33 @@ def test_ppo_losses_hand_checked():
     policy = -(1.2 - 1.6 + 3.3) / 3
     # clipped values 0.5, 0.0, 2.0 -> max squared errors: max(1, 2.25)=2.25, max(1, 1)=1, max(0, 0)=0
     value = 0.5 * 0.5 * (2.25 + 1.0 + 0.0) / 3
-    entropy = -0.01 * 0.6
+    exploration = -0.01 * 0.6
     expected = {
-        "policy_loss": policy, "value_loss": value, "entropy_loss": entropy, "total_loss": policy + value + entropy,
-        "clip_fraction": 2 / 3, "ratio_mean": 3.1 / 3,
+        "policy_loss": policy, "value_loss": value, "exploration_loss": exploration, "kl_loss": 0.0,
+        "total_loss": policy + value + exploration, "entropy": 0.6, "clip_fraction": 2 / 3, "ratio_mean": 3.1 / 3,
         "approx_kl": sum(r - 1 - math.log(r) for r in (1.5, 0.5, 1.1)) / 3,
     }
     assert set(out) == set(expected)
     for key, value in expected.items():
         assert out[key].dim() == 0
         assert out[key].item() == pytest.approx(value, rel=1e-5), key
+
+
+def test_ppo_losses_kl_penalty_and_symmetric_kl_exploration():
+    ratios = torch.tensor([1.5, 0.5, 1.1])
+    log_prob = ratios.log().requires_grad_()
+    uniform_kl = torch.tensor([0.2, 0.4, 0.0])
+    inp = LossInputs(log_prob=log_prob, old_log_prob=torch.zeros(3), advantages=torch.zeros(3),
+                     values=torch.zeros(3), old_values=torch.zeros(3), returns=torch.zeros(3),
+                     entropy=torch.tensor([0.3, 0.6, 0.9]), uniform_kl=uniform_kl)
+    out = ppo_losses(inp, 0.2, 1.0, value_loss_coeff=0.5, exploration_loss_coeff=0.1, kl_loss_coeff=2.0)
+    kl = sum(r - 1 - math.log(r) for r in (1.5, 0.5, 1.1)) / 3
+    assert out["kl_loss"].item() == pytest.approx(2.0 * kl, rel=1e-5)
+    assert out["exploration_loss"].item() == pytest.approx(0.1 * 0.2, rel=1e-5)
+    assert out["total_loss"].item() == pytest.approx(2.0 * kl + 0.1 * 0.2, rel=1e-5)
+    out["total_loss"].backward()
+    # zero advantages: only the KL penalty reaches log_prob, d/dlogp of 2*mean(r - 1 - log r) = 2*(r - 1)/3
+    torch.testing.assert_close(log_prob.grad, 2.0 * (ratios - 1.0) / 3)
 
 
 def test_ppo_losses_masked_mean_ignores_invalid_steps():

@@ -323,3 +323,15 @@ def test_yaml_null_keeps_the_default(tmp_path):
     preset.write_text("seed: null\nrollout: null\ngamma: 0.9\n")
     cfg = parse_full_cfg(["--env=CartPole-v1", f"--cfg={preset}"])
     assert cfg.seed is None and cfg.rollout == 32 and cfg.gamma == 0.9
+
+
+@pytest.mark.parametrize("extra, expected", [([], 4), (["--eval_env_frameskip=1"], 1)])
+def test_evaluation_uses_the_saved_config_and_eval_env_frameskip(tmp_path, extra: list[str], expected: int):
+    from sf.enjoy import merged_cfg
+
+    trained = parse_full_cfg(["--env=CartPole-v1", "--env_frameskip=4", "--gamma=0.9"])
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "config.json").write_text(json.dumps(cfg_to_dict(trained)))
+    cli = parse_full_cfg(["--env=CartPole-v1", "--experiment=exp", f"--train_dir={tmp_path}", *extra], evaluation=True)
+    cfg = merged_cfg(cli)
+    assert cfg.env_frameskip == expected and cfg.gamma == 0.9

@@ -73,6 +73,26 @@ def test_log_prob_entropy_kl_match_torch_distributions(name, per_sample_std):
     assert dist.kl(dist).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("name", ["discrete", "multi_equal", "multi_unequal"])
+def test_symmetric_kl_to_uniform_matches_torch_distributions(name):
+    spec = SPECS[name]
+    dist, ref = make(spec, 3)
+    kl = torch.distributions.kl_divergence
+    expected = 0.0
+    for c in ref.categoricals:
+        uniform = Categorical(logits=torch.zeros_like(c.logits))
+        expected = expected + kl(c, uniform) + kl(uniform, c)
+    torch.testing.assert_close(dist.symmetric_kl_to_uniform(), expected)
+    flat = ActionDistribution(spec, torch.zeros(B, spec.num_logits))
+    assert flat.symmetric_kl_to_uniform().abs().max() < 1e-6
+
+
+def test_symmetric_kl_to_uniform_rejects_a_gaussian_part():
+    dist, _ = make(SPECS["mixed"], 0)
+    with pytest.raises(ValueError, match="categorical"):
+        dist.symmetric_kl_to_uniform()
+
+
 @pytest.mark.parametrize("name", SPECS)
 def test_sampled_indices_are_valid_and_deterministic_is_mode(name):
     spec = SPECS[name]

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import run_sf
+from conftest import read_scalars, run_sf
 
 COMMON = ["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--use_rnn=False",
           "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256",
@@ -69,6 +69,25 @@ def test_missing_env_is_a_clear_error(tmp_path):
     result = run_sf(["--env=NoSuchEnv-v0", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=noenv"], timeout=60)
     assert result.returncode != 0
     assert "NoSuchEnv-v0" in result.stdout + result.stderr
+
+
+def test_kl_penalty_and_symmetric_kl_exploration_reach_the_loss(tmp_path):
+    result = run_sf([*COMMON, "--train_for_env_steps=3000", "--experiment=kl", f"--train_dir={tmp_path}",
+                     "--kl_loss_coeff=0.5", "--exploration_loss=symmetric_kl", "--num_epochs=2"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    scalars = read_scalars(tmp_path / "kl")
+    assert max(scalars["train/kl_loss"]) > 0
+    assert all(v > 0 for v in scalars["train/exploration_loss"])  # a symmetric KL is positive; -entropy is not
+    assert all(v > 0 for v in scalars["train/entropy"])
+
+
+def test_symmetric_kl_on_continuous_actions_is_a_clear_error(tmp_path):
+    result = run_sf(["--env=Pendulum-v1", "--serial_mode=True", "--exploration_loss=symmetric_kl",
+                     f"--train_dir={tmp_path}", "--experiment=skl"], timeout=60)
+    assert result.returncode == 1
+    assert "symmetric_kl" in result.stdout + result.stderr
+    summary = _read(tmp_path / "skl", "summary.json")
+    assert summary["status"] == "error" and "continuous" in summary["error"]
 
 
 @pytest.mark.slow

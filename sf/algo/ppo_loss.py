@@ -1,4 +1,5 @@
-"""PPO losses: clipped surrogate, clipped value loss, entropy bonus (Schulman et al., 2017; PPO2 value clipping)."""
+"""PPO losses: clipped surrogate, clipped value loss, exploration term, optional KL penalty to the behaviour policy
+(Schulman et al., 2017; PPO2 value clipping)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ class LossInputs:
     old_values: torch.Tensor
     returns: torch.Tensor
     entropy: torch.Tensor
+    uniform_kl: torch.Tensor | None = None  # given: exploration penalizes it (symmetric_kl) instead of rewarding entropy
     valids: torch.Tensor | None = None
 
 
@@ -27,7 +29,7 @@ def _masked_mean(x: torch.Tensor, valids: torch.Tensor | None) -> torch.Tensor:
 
 
 def ppo_losses(inp: LossInputs, clip_ratio: float, clip_value: float, value_loss_coeff: float,
-               exploration_loss_coeff: float) -> dict[str, torch.Tensor]:
+               exploration_loss_coeff: float, kl_loss_coeff: float = 0.0) -> dict[str, torch.Tensor]:
     mean = lambda x: _masked_mean(x, inp.valids)
 
     log_ratio = inp.log_prob - inp.old_log_prob
@@ -40,19 +42,27 @@ def ppo_losses(inp: LossInputs, clip_ratio: float, clip_value: float, value_loss
     value_error = torch.max((inp.values - inp.returns).square(), (clipped_values - inp.returns).square())
     value_loss = value_loss_coeff * 0.5 * mean(value_error)
 
-    entropy_loss = -exploration_loss_coeff * mean(inp.entropy)
+    if inp.uniform_kl is None:
+        exploration_loss = -exploration_loss_coeff * mean(inp.entropy)
+    else:
+        exploration_loss = exploration_loss_coeff * mean(inp.uniform_kl)
+
+    # KL(behaviour || current) from the sampled actions: the low-variance, always non-negative estimator
+    kl = mean((ratio - 1.0) - log_ratio)
+    kl_loss = kl_loss_coeff * kl
 
     with torch.no_grad():
         clip_fraction = mean(((ratio - 1.0).abs() > clip_ratio).float())
         ratio_mean = mean(ratio)
-        approx_kl = mean((ratio - 1.0) - log_ratio)  # the low-variance, always non-negative estimator
 
     return {
         "policy_loss": policy_loss,
         "value_loss": value_loss,
-        "entropy_loss": entropy_loss,
-        "total_loss": policy_loss + value_loss + entropy_loss,
+        "exploration_loss": exploration_loss,
+        "kl_loss": kl_loss,
+        "total_loss": policy_loss + value_loss + exploration_loss + kl_loss,
+        "entropy": mean(inp.entropy).detach(),
         "clip_fraction": clip_fraction,
         "ratio_mean": ratio_mean,
-        "approx_kl": approx_kl,
+        "approx_kl": kl.detach(),
     }

@@ -166,9 +166,11 @@ def _placement_flags(g: _Group) -> None:
           "at start, each worker waits a random time up to this long so episodes do not stay in lockstep")
     g.boolean("decorrelate_envs_on_one_worker", True, "also offset the envs of one worker by random initial steps")
     g.int_list("actor_worker_gpus", [], "GPU ids rollout workers may use for envs that render on the GPU")
-    g.boolean("set_workers_cpu_affinity", True, "pin each rollout worker to one CPU core")
-    g.boolean("force_envs_single_thread", True, "limit math libraries to one thread inside env processes")
-    g.integer("default_niceness", 0, "process priority (nice value) of the worker processes")
+    g.boolean("set_workers_cpu_affinity", True, "pin rollout worker i to the i-th allowed CPU core, round robin")
+    g.boolean("force_envs_single_thread", True, "start rollout worker processes with one thread per math library "
+              "(OMP_NUM_THREADS and the like set to 1)")
+    g.integer("default_niceness", 0, "nice value of every component process of a parallel run "
+              "(0: as launched; below the launching value needs privileges)")
     g.boolean("keep_freed_memory", True, "keep memory freed by large tensors in each process's heap (glibc) "
               "instead of returning it to the OS, so the next step does not pay page faults to get it back")
 
@@ -191,10 +193,12 @@ def _rl_flags(g: _Group) -> None:
     g.boolean("value_bootstrap", False, "on time-limit truncation, bootstrap the return from the value estimate")
     g.boolean("normalize_returns", True, "train the value head on returns normalized by running statistics")
     g.real("gae_lambda", 0.95, "GAE lambda: 0 is one-step TD, 1 is Monte Carlo")
-    g.real("exploration_loss_coeff", 0.003, "weight of the exploration (entropy) term")
+    g.real("exploration_loss_coeff", 0.003, "weight of the exploration term")
     g.real("value_loss_coeff", 0.5, "weight of the value loss")
-    g.real("kl_loss_coeff", 0.0, "weight of a KL penalty to the behaviour policy (0 disables it)")
-    g.choice("exploration_loss", ("entropy", "symmetric_kl"), "entropy", "form of the exploration term")
+    g.real("kl_loss_coeff", 0.0, "weight of a penalty on KL(behaviour || current policy), estimated from the "
+           "sampled actions (0 disables it)")
+    g.choice("exploration_loss", ("entropy", "symmetric_kl"), "entropy", "exploration term: an entropy bonus, or a "
+             "penalty on the symmetric KL to the uniform policy (categorical actions only)")
     g.real("ppo_clip_ratio", 0.1, "PPO clips the probability ratio to [1 - r, 1 + r]")
     g.real("ppo_clip_value", 1.0, "clip value-function updates to this distance from the old values")
     g.boolean("with_vtrace", False, "correct off-policy experience with V-trace instead of plain GAE")
@@ -257,7 +261,8 @@ def _run_flags(g: _Group) -> None:
     g.integer("save_every_sec", 120, "seconds between checkpoints")
     g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
     g.choice("load_checkpoint_kind", ("latest", "best"), "latest", "checkpoint to resume or evaluate from")
-    g.integer("save_milestones_sec", -1, "also keep a permanent checkpoint this often (-1: never)")
+    g.integer("save_milestones_sec", -1, "also keep a checkpoint for good in checkpoint_p<i>/milestones/ when this "
+              "many seconds have passed since the last one (-1: never)")
     g.integer("save_best_every_sec", 5, "seconds between checks for a new best policy")
     g.text("save_best_metric", "reward", "episode statistic that defines the best policy")
     g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start")
@@ -273,7 +278,8 @@ def _run_flags(g: _Group) -> None:
 
 def _evaluation_flags(g: _Group) -> None:
     g.integer("fps", 0, "playback and video frame rate (0: as fast as possible, videos at 30)")
-    g.integer("eval_env_frameskip", None, "frameskip during evaluation (default: --env_frameskip)")
+    g.integer("eval_env_frameskip", None, "frameskip during evaluation, for envs that repeat actions themselves "
+              "(default: the trained --env_frameskip)")
     g.boolean("no_render", False, "do not open a window")
     g.boolean("save_video", False, "record the episodes to an mp4 in the experiment folder")
     g.integer("video_frames", 1_000_000_000, "stop recording after this many frames")

@@ -101,6 +101,16 @@ class ActionDistribution:
             terms.append((self.log_std + 0.5 + _HALF_LOG_2PI).sum(-1))
         return _sum(terms)
 
+    def symmetric_kl_to_uniform(self) -> torch.Tensor:
+        """[B]: KL(p || u) + KL(u || p) against the uniform choice, summed over categorical sub-actions.
+
+        The log K terms of the two directions cancel, leaving sum(p log p) - mean(log p) per sub-action.
+        """
+        if self.continuous_dim:
+            raise ValueError("the symmetric-KL exploration term needs a purely categorical action space")
+        terms = [((lp.exp() * lp).sum(-1) - lp.mean(-1)).sum(-1) for lp in self.log_probs]
+        return _sum(terms)
+
     def kl(self, other: ActionDistribution) -> torch.Tensor:
         """[B]: KL(self || other) for two distributions over the same action spec."""
         terms = [(lp.exp() * (lp - lq)).sum(dim=(1, 2)) for lp, lq in zip(self.log_probs, other.log_probs)]

@@ -180,6 +180,7 @@ class Learner(Component):
             dist = model.action_distribution(logits)
             log_prob = dist.log_prob(data["actions"].index_select(0, steps))
             entropy = dist.entropy()
+            uniform_kl = dist.symmetric_kl_to_uniform() if cfg.exploration_loss == "symmetric_kl" else None
         with self.timing.add_time("advantages_returns"):
             old_log_prob = data["old_log_prob"].index_select(0, steps)
             returns = data["returns"].index_select(0, steps)
@@ -191,9 +192,10 @@ class Learner(Component):
             return ppo_losses(
                 LossInputs(log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages, values=values,
                            old_values=data["old_values"].index_select(0, steps), returns=returns, entropy=entropy,
-                           valids=None),
+                           uniform_kl=uniform_kl),
                 clip_ratio=cfg.ppo_clip_ratio, clip_value=cfg.ppo_clip_value,
                 value_loss_coeff=cfg.value_loss_coeff, exploration_loss_coeff=cfg.exploration_loss_coeff,
+                kl_loss_coeff=cfg.kl_loss_coeff,
             )
 
     def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):

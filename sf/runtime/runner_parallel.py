@@ -17,7 +17,6 @@ import traceback
 
 import faster_fifo
 import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned processes)
-import torch
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
@@ -28,7 +27,7 @@ from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learn
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model
-from sf.utils.allocator import keep_freed_memory
+from sf.utils.process_settings import apply_process_settings, thread_limits
 
 log = logging.getLogger("sf")
 
@@ -112,19 +111,18 @@ def _routes(cfg, queues: dict) -> dict:
 def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict) -> mp.Process:
     """Start one component process. The single place to change how a kind of process is launched."""
     proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=_process_label(kind, a, b), daemon=True)
-    proc.start()
+    with thread_limits(kind == "rollout" and shared["cfg"].force_envs_single_thread):
+        proc.start()
     return proc
 
 
 def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
     from sf.utils.logging import setup_logging
 
     cfg = shared["cfg"]
     setup_logging(cfg.log_level)
-    if cfg.keep_freed_memory:
-        keep_freed_memory()
+    apply_process_settings(cfg, kind, a)
     restore_registry(shared["envs"])
     queues = shared["queues"]
     runner_q = queues[RUNNER]
@@ -169,7 +167,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
         model.load_state_dict(store.params)
-        checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints)
+        checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints, cfg.save_milestones_sec)
         loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))

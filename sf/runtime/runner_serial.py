@@ -28,7 +28,7 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
     for p, model in enumerate(models):
         store = LocalPolicyStore()
-        checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints)
+        checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints, cfg.save_milestones_sec)
         loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale))
         loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
         loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))

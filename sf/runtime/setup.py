@@ -20,12 +20,17 @@ class EnvInfo:
 
 
 def probe_env(cfg) -> EnvInfo:
-    """Open one env to learn its spaces; a missing env or an unsupported space fails here, before any process starts."""
+    """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
+    honour fails here, before any process starts."""
     env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)))
     try:
-        return EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
+        info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
     finally:
         env.close()
+    if cfg.exploration_loss == "symmetric_kl" and info.action_spec.continuous_dim:
+        raise ValueError("--exploration_loss=symmetric_kl needs a purely categorical action space; "
+                         f"{cfg.env} has {info.action_spec.continuous_dim} continuous action dimensions (use entropy)")
+    return info
 
 
 def build_model(cfg, env_info: EnvInfo, device: str, seed_offset: int = 0):

@@ -1,0 +1,71 @@
+"""Per-process OS settings: thread variables reach spawned children, priority and pinning are applied."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sf.utils.process_settings import THREAD_VARIABLES, thread_limits, worker_core
+
+PROBE = """
+import json, os, sys, types
+from sf.utils.process_settings import apply_process_settings
+cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=int(sys.argv[1]),
+                            set_workers_cpu_affinity=sys.argv[2] == "1")
+apply_process_settings(cfg, sys.argv[3], int(sys.argv[4]))
+print(json.dumps({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))}))
+"""
+
+
+def _probe(niceness: int, pin: bool, kind: str, index: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(niceness), "1" if pin else "0", kind, str(index)],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _child_environment(queue) -> None:
+    queue.put({name: os.environ.get(name) for name in THREAD_VARIABLES})
+
+
+def test_thread_limits_reach_a_spawned_child_and_are_restored(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with thread_limits(True):
+        child = ctx.Process(target=_child_environment, args=(queue,))
+        child.start()
+    seen = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert all(seen[name] == "1" for name in THREAD_VARIABLES)
+    assert os.environ["OMP_NUM_THREADS"] == "7" and "MKL_NUM_THREADS" not in os.environ
+    with thread_limits(False):
+        assert os.environ["OMP_NUM_THREADS"] == "7"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_rollout_worker_is_pinned_round_robin_and_reniced():
+    lower = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 4)  # raising the nice value needs no privilege
+    base = _probe(0, False, "learner", 0)
+    pinned = _probe(lower, True, "rollout", 3)
+    assert pinned["cores"] == [worker_core(3)]
+    assert pinned["nice"] == lower
+    assert base["cores"] == sorted(os.sched_getaffinity(0)) and base["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_only_rollout_workers_are_pinned_and_serial_keeps_its_priority():
+    everywhere = sorted(os.sched_getaffinity(0))
+    lower = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
+    assert _probe(lower, True, "inference", 1) == {"nice": lower, "cores": everywhere}
+    serial = _probe(lower, True, "serial", 0)
+    assert serial == {"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": everywhere}
+
+
+def test_worker_core_cycles_through_the_allowed_cores():
+    cores = sorted(os.sched_getaffinity(0))
+    assert [worker_core(i) for i in range(2 * len(cores))] == cores + cores
