@@ -6,7 +6,7 @@ import signal
 import threading
 import traceback
 
-from sf.cfg.arguments import resolve_device
+from sf.cfg.arguments import describe_device, resolve_device
 from sf.runtime.experiment import Experiment
 from sf.runtime.setup import probe_env
 from sf.utils.logging import setup_logging
@@ -29,6 +29,7 @@ def run_rl(cfg) -> int:
                                                "avg_episode_reward": {}, "num_episodes": 0})
         return 1
     device = resolve_device(cfg)
+    log.info("learner and inference on %s", describe_device(device))
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -27,6 +27,7 @@ def test_serial_run_leaves_contract_files_and_prints_trees(tmp_path):
              ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "Runner")]
     assert order == sorted(order)
     assert "main_loop:" in result.stdout and "env_step:" in result.stdout and "forward:" in result.stdout
+    assert re.search(r"learner and inference on (cpu|cuda \(.+\))$", result.stdout, re.M)
 
     cfg = _read(exp, "config.json")
     assert cfg["env"] == "CartPole-v1" and cfg["serial_mode"] is True and cfg["recurrence"] == 1

@@ -449,6 +449,15 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
 
 # --- devices and persistence -------------------------------------------------------------------------
 
+def describe_device(device: str) -> str:
+    """For the log: "cpu", or "cuda (NVIDIA H100 80GB HBM3)"."""
+    if device == "cpu":
+        return device
+    import torch
+
+    return f"{device} ({torch.cuda.get_device_name(0)})"
+
+
 def resolve_device(cfg: argparse.Namespace) -> str:
     """"cuda" or "cpu" for --device: gpu and auto take CUDA when it exists, and fall back to the CPU otherwise."""
     if cfg.device == "cpu":
