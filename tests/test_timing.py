@@ -128,3 +128,29 @@ def test_dict_round_trip_through_json_keeps_the_tree(clock):
 
 def test_empty_timing_prints_only_the_header():
     assert str(Timing("Runner")) == "Runner tree view:"
+
+
+def test_scope_hooks_see_paths_and_are_removed(clock) -> None:
+    """Hooks observe every mode with the node's full path; once removed, scopes no longer call them."""
+    from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
+
+    timing = Timing("Learner 0")
+    events: list[tuple[str, str, str]] = []
+    hook = ScopeHook(lambda n: events.append(("enter", n.timing.name, n.path)),
+                     lambda n: events.append(("exit", n.timing.name, n.path)))
+    add_scope_hook(hook)
+    try:
+        with timing.add_time("train"):
+            with timing.timeit("update"):
+                clock.advance(0.5)
+            with timing.time_avg("clip"):
+                pass
+    finally:
+        remove_scope_hook(hook)
+    with timing.add_time("train"):
+        clock.advance(1.0)
+    assert events == [("enter", "Learner 0", "train"), ("enter", "Learner 0", "train/update"),
+                      ("exit", "Learner 0", "train/update"), ("enter", "Learner 0", "train/clip"),
+                      ("exit", "Learner 0", "train/clip"), ("exit", "Learner 0", "train")]
+    assert timing.get("train/update") == 0.5
+    assert timing.get("train") == 1.5

@@ -4,11 +4,16 @@
 average. A block opened inside another block becomes its child, so the same key under two parents is
 two nodes. Each tree node is its own context manager, created on first use and reused afterwards:
 a `with` block then costs one dict lookup, two clock reads and a few attribute writes.
+
+Profilers observe scopes through `add_scope_hook`: while no hook is installed the node classes keep their plain
+methods, so an unobserved block costs exactly what it did before; installing one swaps in methods that also call
+every hook with the node (whose `path` is "parent/child" and whose `timing.name` is the component).
 """
 from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Callable, NamedTuple
 
 _clock = time.perf_counter
 
@@ -16,14 +21,15 @@ _clock = time.perf_counter
 class _Node:
     """One key in the tree; entering it makes it the parent of blocks opened inside it."""
 
-    __slots__ = ("timing", "parent", "children", "time", "start")
+    __slots__ = ("timing", "parent", "children", "time", "start", "path")
 
-    def __init__(self, timing: Timing | None, parent: _Node | None):
+    def __init__(self, timing: Timing | None, parent: _Node | None, key: str = ""):
         self.timing = timing
         self.parent = parent
         self.children: dict[str, _Node] = {}
         self.time = 0.0
         self.start = 0.0
+        self.path = f"{parent.path}/{key}" if parent is not None and parent.path else key
 
     def __enter__(self) -> _Node:
         self.timing._current = self
@@ -46,8 +52,8 @@ class _LastNode(_Node):
 class _AverageNode(_Node):
     __slots__ = ("history",)
 
-    def __init__(self, timing: Timing, parent: _Node, average: int):
-        super().__init__(timing, parent)
+    def __init__(self, timing: Timing, parent: _Node, key: str, average: int):
+        super().__init__(timing, parent, key)
         self.history: deque[float] = deque(maxlen=average)
 
     def __exit__(self, *exc) -> None:
@@ -55,6 +61,56 @@ class _AverageNode(_Node):
         history.append(_clock() - self.start)
         self.time = sum(history) / len(history)
         self.timing._current = self.parent
+
+
+class ScopeHook(NamedTuple):
+    """Called with the node when a scope opens (before its clock starts) and closes (after its clock stops)."""
+
+    enter: Callable[[_Node], None]
+    exit: Callable[[_Node], None]
+
+
+_hooks: list[ScopeHook] = []
+_PLAIN = {cls: (cls.__dict__.get("__enter__"), cls.__dict__.get("__exit__")) for cls in (_Node, _LastNode, _AverageNode)}
+
+
+def _observed(enter, exit_):
+    def hooked_enter(self):
+        for hook in _hooks:
+            hook.enter(self)
+        return enter(self)
+
+    def hooked_exit(self, *exc):
+        exit_(self, *exc)
+        for hook in reversed(_hooks):
+            hook.exit(self)
+
+    return hooked_enter, hooked_exit
+
+
+def _install_methods() -> None:
+    for cls, (enter, exit_) in _PLAIN.items():
+        if _hooks:
+            hooked_enter, hooked_exit = _observed(enter or _Node.__dict__["__enter__"], exit_)
+            if enter is not None:
+                cls.__enter__ = hooked_enter
+            cls.__exit__ = hooked_exit
+        else:
+            if enter is not None:
+                cls.__enter__ = enter
+            cls.__exit__ = exit_
+
+
+def add_scope_hook(hook: ScopeHook) -> None:
+    """Observe every Timing scope of this process (all trees) until `remove_scope_hook`."""
+    _hooks.append(hook)
+    _install_methods()
+
+
+def remove_scope_hook(hook: ScopeHook) -> None:
+    if hook in _hooks:
+        _hooks.remove(hook)
+        _install_methods()
 
 
 class Timing:
@@ -72,21 +128,21 @@ class Timing:
         """Accumulate the time spent in the block over all its executions."""
         node = self._current.children.get(key)
         if node is None:
-            node = self._current.children[key] = _Node(self, self._current)
+            node = self._current.children[key] = _Node(self, self._current, key)
         return node
 
     def timeit(self, key: str) -> _Node:
         """Keep only the duration of the last execution."""
         node = self._current.children.get(key)
         if node is None:
-            node = self._current.children[key] = _LastNode(self, self._current)
+            node = self._current.children[key] = _LastNode(self, self._current, key)
         return node
 
     def time_avg(self, key: str, average: int = 10) -> _Node:
         """Keep the mean duration of the last `average` executions."""
         node = self._current.children.get(key)
         if node is None:
-            node = self._current.children[key] = _AverageNode(self, self._current, average)
+            node = self._current.children[key] = _AverageNode(self, self._current, key, average)
         return node
 
     def get(self, path: str) -> float:
@@ -135,7 +191,7 @@ def _to_dict(node: _Node) -> dict:
 
 def _fill(timing: Timing, node: _Node, tree: dict) -> None:
     for key, entry in tree.items():
-        child = node.children[key] = _Node(timing, node)
+        child = node.children[key] = _Node(timing, node, key)
         child.time = float(entry["time"])
         _fill(timing, child, entry.get("children", {}))
 
