@@ -55,6 +55,7 @@ class Runner(Component):
         self.loop.every(REPORT_EVERY_S, self.report)
         if not self.cfg.benchmark:
             self.loop.every(self.cfg.save_every_sec, self._request_save)
+            self.loop.every(self.cfg.save_best_every_sec, self._request_save_best)
         self.loop.every(1.0, self._check_time_limit)
 
     # incoming ----------------------------------------------------------------------------------------
@@ -101,6 +102,12 @@ class Runner(Component):
     def _request_save(self) -> None:
         for p in range(self.cfg.num_policies):
             self.send(learner_name(p), "save")
+
+    def _request_save_best(self) -> None:
+        """Offer each learner its policy's average --save_best_metric, once it has trained --save_best_after frames."""
+        for p in range(self.cfg.num_policies):
+            if self.env_steps[p] >= self.cfg.save_best_after and self.episodes[p]:
+                self.send(learner_name(p), "save_best", self.cfg.save_best_metric, self.avg_reward(p))
 
     # reporting ---------------------------------------------------------------------------------------
     def total_frames(self) -> int:
