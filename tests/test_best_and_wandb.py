@@ -105,7 +105,7 @@ def test_wandb_offline_run_holds_the_tensorboard_scalars_and_the_config(run):
     run_record = None
     for record in _wandb_records(next(run_dirs[0].glob("run-*.wandb"))):
         if record.WhichOneof("record_type") == "history":
-            items = {item.key: json.loads(item.value_json) for item in record.history.item}
+            items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
             for key, value in items.items():
                 history.setdefault(key, []).append(value)
         elif record.WhichOneof("record_type") == "run":

@@ -119,3 +119,10 @@ def test_the_repository_speaks_of_itself():
     paths = [p for p in ("README.md", "docs", "tests", "benchmarks", "sf", "sf_examples") if (ROOT / p).exists()]
     result = subprocess.run(["grep", "-rniwE", SELF_REFERENCE, *paths], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 1, result.stdout  # grep: 1 means no line matched
+
+
+def test_documents_the_code_points_at_are_in_the_repository():
+    mentioned = {match for path in [*(ROOT / "sf").rglob("*.py"), *(ROOT / "sf_examples").rglob("*.py")]
+                 for match in re.findall(r"[A-Za-z0-9_./-]+\.md\b", path.read_text())}
+    missing = sorted(name for name in mentioned if not (ROOT / name).is_file() and not (ROOT / "docs" / name).is_file())
+    assert not missing, f"documents named in the code but not in the repository: {missing}"
