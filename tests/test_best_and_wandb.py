@@ -118,3 +118,16 @@ def test_wandb_offline_run_holds_the_tensorboard_scalars_and_the_config(run):
     for key in ("train/total_loss", "train/lr", "reward/avg_episode_reward"):
         assert history[key] == pytest.approx(tensorboard[key], rel=1e-6), key
     assert history["env_frames"] == sorted(history["env_frames"]) and max(history["env_frames"]) >= 8000
+
+
+def test_wandb_without_a_login_stops_with_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(PYTHONUNBUFFERED="1", WANDB_CONFIG_DIR=str(tmp_path), WANDB_CACHE_DIR=str(tmp_path),
+               WANDB_DATA_DIR=str(tmp_path), WANDB_API_KEY="")
+    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", *SERIAL, "--with_wandb",
+                             f"--train_dir={tmp_path / 'td'}", "--train_for_env_steps=1000"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("sf: error:")]
+    assert len(errors) == 1 and "--with_wandb" in errors[0] and "WANDB_MODE=offline" in errors[0]
+    assert "Traceback" not in result.stderr and not list((tmp_path / "td").rglob("*.pth"))
