@@ -1,4 +1,4 @@
-"""MuJoCo learning with the example's defaults, as the issue states it (slow: about 20 s to a few minutes each)."""
+"""MuJoCo learning with the example's defaults and the acceptance thresholds (slow: about 20 s to a few minutes each)."""
 from __future__ import annotations
 
 import json
