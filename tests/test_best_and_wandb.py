@@ -14,8 +14,6 @@ import pytest
 from conftest import ROOT, read_scalars, run_sf
 from sf.runtime.checkpoint import CheckpointManager
 
-wandb = pytest.importorskip("wandb")
-
 
 def test_a_best_checkpoint_needs_to_beat_the_last_by_more_than_a_thousandth(tmp_path):
     manager = CheckpointManager(tmp_path, 0, keep=2)
@@ -36,6 +34,7 @@ SERIAL = ["--env=CartPole-v1", "--serial_mode=True", "--num_workers=2", "--num_e
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    pytest.importorskip("wandb")
     train_dir = tmp_path_factory.mktemp("best")
     home = tmp_path_factory.mktemp("home")  # W&B's own caches and settings stay out of the user's home
     env = dict(os.environ, PYTHONUNBUFFERED="1", WANDB_MODE="offline", WANDB_CONFIG_DIR=str(home),
@@ -121,6 +120,7 @@ def test_wandb_offline_run_holds_the_tensorboard_scalars_and_the_config(run):
 
 
 def test_wandb_without_a_login_stops_with_one_line(tmp_path):
+    pytest.importorskip("wandb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(PYTHONUNBUFFERED="1", WANDB_CONFIG_DIR=str(tmp_path), WANDB_CACHE_DIR=str(tmp_path),
                WANDB_DATA_DIR=str(tmp_path), WANDB_API_KEY="")
