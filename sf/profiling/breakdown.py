@@ -1,8 +1,8 @@
 """`python -m sf.profile breakdown -- <training flags>`: where the time of each operation goes across the stack.
 
-Runs the given training twice in this process, in serial mode (every component on the main thread, so one
-profiler sees all of it and the main thread is the whole critical path): once plain, to measure the uninstrumented
-main loop, then under torch.profiler with a range on every Timing scope and around the env's own calls. Each
+Runs the given training in this process, in serial mode (every component on the main thread, so one profiler
+sees all of it and the main thread is the whole critical path): a one-step warm-up that pays for lazy imports and
+first calls, the full length plain, to measure the uninstrumented main loop, then the full length under torch.profiler with a range on every Timing scope and around the env's own calls. Each
 instant of the profiled main loop goes to one operation and one layer (simulator, Python, framework backend,
 CUDA API, GPU kernels; `sf.profiling.attribution`), and the per-event instrumentation cost measured at start
 (`sf.profiling.calibration`) is subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in the
@@ -130,10 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         profiled_flags.append("--restart_behavior=restart")
 
     baseline_s = baseline_frames = None
-    if not args.skip_uninstrumented:
-        with tempfile.TemporaryDirectory(prefix="sf_breakdown_") as tmp:
-            status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=uninstrumented",
-                                           "--restart_behavior=overwrite"])
+    with tempfile.TemporaryDirectory(prefix="sf_breakdown_") as tmp:
+        # the first run in a process pays for lazy imports and first calls (seconds): a one-step run takes them
+        status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=warmup", "--train_for_env_steps=1"])
+        if status != 0:
+            return status
+        if not args.skip_uninstrumented:
+            status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=uninstrumented"])
             if status != 0:
                 return status
             baseline_s, baseline_frames = _main_loop_s(Path(tmp) / "uninstrumented")

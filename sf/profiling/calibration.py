@@ -1,7 +1,7 @@
 """What one instrumentation event costs, measured on this machine at start, so the breakdown can subtract it.
 
-Each cost is a difference of two timed loops run back to back, with and without the instrumentation, repeated and
-reduced by the median to resist a busy neighbour:
+Each cost is a difference of two timed loops, with and without the instrumentation, each repeated and reduced to its
+fastest run (the one a busy neighbour disturbed least):
 
 - `scope_s`: a Timing scope observed by the range hook under the profiler, minus a plain Timing scope;
 - `sim_s`: a call through the simulator-range wrapper, minus the plain call;
@@ -65,18 +65,22 @@ def measure_event_costs(n: int = 20_000, repeats: int = 5) -> EventCosts:
 
     wrapped = in_sim_range(nothing)
     ranges = ScopeRanges()
-    scope, sim, op = [], [], []
+    plain: dict[str, list[float]] = {"scope": [], "sim": [], "op": []}
+    observed: dict[str, list[float]] = {"scope": [], "sim": [], "op": []}
     inside: list[float] = []
     for _ in range(repeats):
-        plain_scope, plain_call, plain_op = _loop_scopes(timing, n), _loop_calls(nothing, n), _loop_ops(x, out, n)
+        plain["scope"].append(_loop_scopes(timing, n))
+        plain["sim"].append(_loop_calls(nothing, n))
+        plain["op"].append(_loop_ops(x, out, n))
         with ranges.installed(), torch.profiler.profile(activities=profiler_activities()) as prof:
             ranges.active = True
-            scope.append((_loop_scopes(timing, n) - plain_scope) / n)
+            observed["scope"].append(_loop_scopes(timing, n))
             ranges.active = False
-            sim.append((_loop_calls(wrapped, n) - plain_call) / n)
-            op.append((_loop_ops(x, out, n) - plain_op) / n)
+            observed["sim"].append(_loop_calls(wrapped, n))
+            observed["op"].append(_loop_ops(x, out, n))
             for _ in range(n // 10):
                 x.resolve_conj()
         lengths = [e.duration_ns() for e in prof.profiler.kineto_results.events() if e.name() == "aten::resolve_conj"]
         inside.append(statistics.median(lengths) / 1e9)
-    return EventCosts(*(max(0.0, statistics.median(v)) for v in (scope, sim, op, inside)))
+    scope, sim, op = (max(0.0, (min(observed[k]) - min(plain[k])) / n) for k in ("scope", "sim", "op"))
+    return EventCosts(scope, sim, op, min(inside))

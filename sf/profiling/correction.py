@@ -40,14 +40,10 @@ def fold_small_rows(rows: dict[str, RowTimes], min_s: float) -> dict[str, RowTim
     """Rows under `min_s` join their parent scope ("Learner 0/train/clip" into "Learner 0/train"), deepest first;
     a component's top-level rows stay, however small."""
     rows = {name: replace(times) for name, times in rows.items()}
-    for name in sorted(rows, key=lambda n: n.count("/"), reverse=True):
-        times = rows[name]
-        if name.count("/") < 2 or times.total >= min_s:
-            continue
-        parent = rows.setdefault(name.rsplit("/", 1)[0], RowTimes())
-        for field in (*LAYERS, "kernel_busy_s", "scopes", "sims", "ops", "nested_ops"):
-            setattr(parent, field, getattr(parent, field) + getattr(times, field))
-        if times.nvml_busy_s is not None:
-            parent.nvml_busy_s = (parent.nvml_busy_s or 0.0) + times.nvml_busy_s
-        del rows[name]
+    for depth in range(max((n.count("/") for n in rows), default=0), 1, -1):
+        for name in [n for n in rows if n.count("/") == depth and rows[n].total < min_s]:
+            times = rows.pop(name)
+            parent = rows.setdefault(name.rsplit("/", 1)[0], RowTimes())
+            for field in (*LAYERS, "kernel_busy_s", "scopes", "sims", "ops", "nested_ops"):
+                setattr(parent, field, getattr(parent, field) + getattr(times, field))
     return rows
