@@ -29,7 +29,16 @@ class Breakdown:
     baseline_env_frames: int | None
     kernel_busy_s: float
     nvml_busy_s: float | None
+    window_cpu_s: float | None = None  # the profiled run's event loop, main-thread CPU seconds
+    baseline_cpu_s: float | None = None  # the same for the uninstrumented run
     events: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def corrected_cpu_deviation(self) -> float | None:
+        """The overhead check in CPU time, which a loaded machine disturbs much less than wall time."""
+        if not self.baseline_cpu_s or self.window_cpu_s is None:
+            return None
+        return (self.window_cpu_s - self.overhead_s) / self.baseline_cpu_s - 1.0
 
     @property
     def corrected_s(self) -> float:
@@ -59,6 +68,8 @@ class Breakdown:
             "uninstrumented_s": self.baseline_s,
             "corrected_vs_uninstrumented": self.deviation(self.corrected_s),
             "columns_vs_uninstrumented": self.deviation(self.columns_s),
+            "window_cpu_s": self.window_cpu_s, "uninstrumented_cpu_s": self.baseline_cpu_s,
+            "corrected_cpu_vs_uninstrumented": self.corrected_cpu_deviation,
             "env_frames": self.env_frames, "uninstrumented_env_frames": self.baseline_env_frames,
             "kernel_busy_s": self.kernel_busy_s, "nvml_busy_s": self.nvml_busy_s,
             "layers": list(LAYERS),
@@ -103,6 +114,9 @@ def table(result: Breakdown) -> str:
         lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s ({result.baseline_env_frames:,} frames; "
                      f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
                      f"columns sum {_pct(result.deviation(result.columns_s))}")
+        lines.append(f"main-thread CPU: uninstrumented {result.baseline_cpu_s:.3f} s, instrumented "
+                     f"{result.window_cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)} "
+                     f"(wall {result.baseline_s:.3f} s: the CPU share of wall shows how busy the machine was)")
     if result.excess_s > 0.01 * result.window_s:
         lines.append(f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "
                      "(the calibration overestimates this workload's per-event cost)")

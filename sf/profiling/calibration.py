@@ -1,7 +1,7 @@
 """What one instrumentation event costs, measured on this machine at start, so the breakdown can subtract it.
 
-Each cost is a difference of two timed loops, with and without the instrumentation, each repeated and reduced to its
-fastest run (the one a busy neighbour disturbed least):
+Each cost is a difference of two loops' CPU time (the thread's own, so time a busy machine keeps the thread waiting
+does not count), with and without the instrumentation, each repeated and reduced to its fastest run:
 
 - `scope_s`: a Timing scope observed by the range hook under the profiler, minus a plain Timing scope;
 - `sim_s`: a call through the simulator-range wrapper, minus the plain call;
@@ -34,25 +34,25 @@ class EventCosts:
 
 
 def _loop_scopes(timing: Timing, n: int) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     for _ in range(n):
         with timing.add_time("calibration"):
             pass
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def _loop_calls(fn, n: int) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     for _ in range(n):
         fn()
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def _loop_ops(x: torch.Tensor, out: torch.Tensor, n: int) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     for _ in range(n):
         torch.add(x, x, out=out)
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def measure_event_costs(n: int = 20_000, repeats: int = 5) -> EventCosts:
