@@ -26,7 +26,7 @@ from sf.profiling.attribution import attribute
 from sf.profiling.breakdown_report import Breakdown, table, write_chart
 from sf.profiling.calibration import measure_event_costs
 from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, event_loop_cpu
-from sf.profiling.correction import corrected, fold_small_rows, row_overhead
+from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
 from sf.profiling.nvml import open_sampler
 from sf.profiling.spans import SCOPE, Span, spans_from_kineto
 
@@ -77,11 +77,11 @@ def _window(spans: list[Span]) -> Span:
     return windows[0]
 
 
-def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01) -> dict:
+def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01, per_worker: bool = False) -> dict:
     """Attribution, correction and folding of one capture; returns the pieces a `Breakdown` is made of."""
     window = _window(spans)
-    result = attribute(spans, window.thread, (window.start_ns, window.end_ns), lambda name: name, WINDOW_RANGE,
-                       nvml_samples)
+    row_of = (lambda name: name) if per_worker else merge_rollout_workers
+    result = attribute(spans, window.thread, (window.start_ns, window.end_ns), row_of, WINDOW_RANGE, nvml_samples)
     rows, excess, overhead = {}, 0.0, 0.0
     for name, times in result.rows.items():
         overhead += row_overhead(times, costs).total_s
@@ -90,7 +90,7 @@ def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01
     components = {}
     for name, times in result.components.items():
         components[name], _ = corrected(times, costs)
-    rows = fold_small_rows(rows, min_share * result.window_s)
+    rows = fold_small_rows(rows, min_share * result.window_s, keep=(WINDOW_RANGE,))
     events = {kind: sum(1 for s in spans if s.kind == kind) for kind in ("scope", "sim", "op", "cuda_api", "kernel")}
     return dict(rows=dict(sorted(rows.items())), components=components, window_s=result.window_s,
                 overhead_s=overhead, excess_s=excess, kernel_busy_s=result.kernel_busy_s,
@@ -104,10 +104,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     else:
         own, training = [], argv
     parser = argparse.ArgumentParser(prog="python -m sf.profile breakdown",
-                                     usage="%(prog)s [--min_share F] [--skip_uninstrumented] -- <training flags>",
+                                     usage="%(prog)s [--min_share F] [--per_worker] [--skip_uninstrumented] -- <training flags>",
                                      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--min_share", type=float, default=0.01,
                         help="operations under this share of the main loop join their parent scope's row")
+    parser.add_argument("--per_worker", action="store_true",
+                        help="one row per rollout worker instead of one for all of them")
     parser.add_argument("--skip_uninstrumented", action="store_true",
                         help="do not run the plain comparison run (no overhead check)")
     args = parser.parse_args(own)
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             baseline_cpu_s = sum(loop_cpu)
 
     costs = measure_event_costs()
-    capture = Capture(nvml=open_sampler())
+    on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
+    capture = Capture(nvml=open_sampler() if on_gpu else None)
     with capture.around_training():
         status = run_training(module, profiled_flags)
     if status != 0:
@@ -152,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment_dir = train_dir / experiment
     _, frames = _main_loop_s(experiment_dir)
     spans = spans_from_kineto(capture.profiler.profiler.kineto_results.events(), capture.range_names, SIM_RANGE)
-    pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share)
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() and "--device=cpu" not in flags else "cpu"
+    pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share, args.per_worker)
+    device = torch.cuda.get_device_name() if on_gpu else "cpu"
     result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
                        baseline_s=baseline_s, env_frames=frames, baseline_env_frames=baseline_frames,
                        window_cpu_s=sum(capture.loop_cpu_s), baseline_cpu_s=baseline_cpu_s, **pieces)

@@ -36,14 +36,29 @@ def corrected(times: RowTimes, costs: EventCosts) -> tuple[RowTimes, float]:
     return replace(times, python=max(0.0, python), backend=max(0.0, backend)), excess
 
 
-def fold_small_rows(rows: dict[str, RowTimes], min_s: float) -> dict[str, RowTimes]:
+OTHER = "(other)"
+
+
+def _add(into: RowTimes, times: RowTimes) -> None:
+    for name in (*LAYERS, "kernel_busy_s", "scopes", "sims", "ops", "nested_ops"):
+        setattr(into, name, getattr(into, name) + getattr(times, name))
+
+
+def fold_small_rows(rows: dict[str, RowTimes], min_s: float, keep: tuple[str, ...] = ()) -> dict[str, RowTimes]:
     """Rows under `min_s` join their parent scope ("Learner 0/train/clip" into "Learner 0/train"), deepest first;
-    a component's top-level rows stay, however small."""
+    a component's small top-level rows join one `<component>/(other)` row. Rows named in `keep` stay."""
     rows = {name: replace(times) for name, times in rows.items()}
-    for depth in range(max((n.count("/") for n in rows), default=0), 1, -1):
-        for name in [n for n in rows if n.count("/") == depth and rows[n].total < min_s]:
-            times = rows.pop(name)
-            parent = rows.setdefault(name.rsplit("/", 1)[0], RowTimes())
-            for field in (*LAYERS, "kernel_busy_s", "scopes", "sims", "ops", "nested_ops"):
-                setattr(parent, field, getattr(parent, field) + getattr(times, field))
+    for depth in range(max((n.count("/") for n in rows), default=0), 0, -1):
+        for name in [n for n in rows if n.count("/") == depth and rows[n].total < min_s and n not in keep]:
+            parent = name.rsplit("/", 1)[0] if depth > 1 else f"{name.split('/', 1)[0]}/{OTHER}"
+            if parent != name:
+                _add(rows.setdefault(parent, RowTimes()), rows.pop(name))
     return rows
+
+
+def merge_rollout_workers(name: str) -> str:
+    """`RolloutWorker_w3/env_step` -> `RolloutWorker_w*/env_step`: the workers run the same code on equal shares."""
+    component, sep, path = name.partition("/")
+    if component.startswith("RolloutWorker_w") and component[len("RolloutWorker_w"):].isdigit():
+        component = "RolloutWorker_w*"
+    return component + sep + path

@@ -30,12 +30,12 @@ def classify(name: str, activity: str, on_cpu: bool, range_names: set[str], sim_
     annotations such as torch's own `Optimizer.step#...` ranges, whose time is Python and ops already counted)."""
     if not on_cpu or activity in _GPU_ACTIVITIES:
         return None if activity == "gpu_user_annotation" else KERNEL
-    if activity in _CUDA_API_ACTIVITIES or name.startswith(("cuda", "cu")) and not name.startswith("cudnn"):
-        return CUDA_API
     if name == sim_name:
         return SIM
     if name in range_names:
         return SCOPE
+    if activity in _CUDA_API_ACTIVITIES or name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
+        return CUDA_API
     if activity in _SKIPPED_ACTIVITIES:
         return None
     return OP
