@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sf.profiling.attribution import RowTimes, attribute
-from sf.profiling.breakdown import main, training_module
+from sf.profiling.breakdown import main, parse_args, training_module
 from sf.profiling.calibration import EventCosts, measure_event_costs
 from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
 from sf.profiling.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span, classify
@@ -123,6 +123,14 @@ def test_training_module_follows_the_env_family():
     assert training_module(["--env", "mujoco_ant"])[0] == "sf_examples.mujoco.train_mujoco"
     assert training_module(["--env=CartPole-v1"])[0] == "sf_examples.train_gym_env"
     assert training_module(["my.module", "--env=x"]) == ("my.module", ["--env=x"])
+
+
+def test_own_options_before_the_separator_training_flags_after_it():
+    args, training = parse_args(["--min_share", "0.05", "--per_worker", "--", "--env=CartPole-v1", "--seed=1"])
+    assert (args.min_share, args.per_worker, training) == (0.05, True, ["--env=CartPole-v1", "--seed=1"])
+    # `python -m sf.profile breakdown -- ...` may hand over the training flags with the separator already removed
+    args, training = parse_args(["--env=CartPole-v1", "--seed=1"])
+    assert (args.min_share, training) == (0.01, ["--env=CartPole-v1", "--seed=1"])
 
 
 def test_event_costs_are_positive_and_ordered():
