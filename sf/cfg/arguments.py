@@ -287,6 +287,8 @@ def _run_flags(g: _Group) -> None:
     g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start (early lucky episodes "
               "would otherwise set a best that later policies must beat)")
     g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
+    g.boolean("sampling_only", False, "collect experience without learning: batches are assembled and then "
+              "discarded, the policy never changes; FPS measures collection alone (docs/benchmarks.md)")
     g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends for TensorBoard hotspot scalars")
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")

@@ -57,6 +57,9 @@ class Learner(Component):
 
     def _on_train(self, batch: dict, new_frames: int, dropped: int) -> None:
         self.env_steps += new_frames
+        if self.cfg.sampling_only:
+            self._discard(dropped)
+            return
         with self.timing.add_time("prepare_batch"):
             data = self._prepare(batch)
         with self.timing.add_time("train"):
@@ -73,6 +76,16 @@ class Learner(Component):
         stats["policy_lag_max"] = float(lag.max())
         stats["dropped_trajectories"] = float(dropped)
         stats["lr"] = self.lr
+        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
+
+    def _discard(self, dropped: int) -> None:
+        """--sampling_only: count the batch's frames and drop it. Synchronous collection waits for a version
+        signal before its next round, so that still goes out; the weights never change, so nothing is published."""
+        if not self.cfg.async_rl:
+            self.version += 1
+            for w in range(self.cfg.num_workers):
+                self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
+        stats = {"policy_lag": 0.0, "policy_lag_max": 0.0, "dropped_trajectories": float(dropped)}
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
 
     # data ------------------------------------------------------------------------------------------------
@@ -234,6 +247,6 @@ class Learner(Component):
             log.info("%s: new best policy, %s=%.3f, saved as %s", self.name, metric, value, path.name)
 
     def on_stop(self) -> None:
-        """A final checkpoint, except in benchmark mode where only throughput matters."""
-        if hasattr(self, "optimizer") and not self.cfg.benchmark:
+        """A final checkpoint, except in benchmark mode where only throughput matters (or when nothing trained)."""
+        if hasattr(self, "optimizer") and not (self.cfg.benchmark or self.cfg.sampling_only):
             self.save()

@@ -53,7 +53,7 @@ class Runner(Component):
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
         self.loop.every(REPORT_EVERY_S, self.report)
-        if not self.cfg.benchmark:
+        if not (self.cfg.benchmark or self.cfg.sampling_only):
             self.loop.every(self.cfg.save_every_sec, self._request_save)
             self.loop.every(self.cfg.save_best_every_sec, self._request_save_best)
         self.loop.every(1.0, self._check_time_limit)
