@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -46,11 +47,12 @@ def resolve(flags: list[str]) -> tuple[Family, argparse.Namespace]:
     try:
         probe_env(cfg)
     except Exception as exc:  # any failure to build the env is the user's --env or env flags
-        raise ValueError(f"--env: cannot create {env!r}: {exc}") from None
+        raise ValueError(f"--env: cannot create {env!r}: {' '.join(str(exc).split())}") from None
     return family, cfg
 
 
 def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
+    started = time.monotonic()
     try:
         family, cfg = resolve(flags)
     except ValueError as exc:
@@ -61,7 +63,7 @@ def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
     bench_dir.mkdir(parents=True, exist_ok=True)
     cfg.device = resolve_device(cfg)
     if args.auto_tune:
-        return _tune(family, flags, cfg, bench_dir, args)
+        return _tune(family, flags, cfg, bench_dir, args, started)
     bench = run_env_benchmark(cfg, family, flags, bench_dir, args.phase_s, log=log)
     log("")
     log(format_table(bench))
@@ -72,8 +74,8 @@ def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
     return 0 if all(phase.status == "ok" for phase in bench.phases) else 1
 
 
-def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace) -> int:
-    tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log)
+def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
+    tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log, started=started)
     log(f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "
         f"{tuner.limits.cpus} CPUs")
     result = tuner.run()

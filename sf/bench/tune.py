@@ -20,9 +20,9 @@ from sf.bench.layouts import UNFIXABLE, Layout, Limits, candidates, replace_flag
 from sf.bench.runs import profile_verdict, run_training
 
 NOISE = 0.05  # a layout must beat the best by this share to count as faster
-MIN_TRIAL_S = 5.0
-STOP_MARGIN_S = 5.0  # time kept at the end of the budget for a trial to stop and print its trees
-REPORT_ALLOWANCE_S = 10.0  # the profile report after each trial
+MIN_TRIAL_S = 2.0
+STOP_MARGIN_S = 5.0  # time kept at the end of the budget for a trial to stop and print its trees (at most)
+REPORT_ALLOWANCE_S = 10.0  # the profile report after each trial (at most)
 NEVER = 10**12  # stop flags of a trial: it is stopped by time after its first frames
 
 
@@ -59,15 +59,19 @@ def default_trial_s(budget_s: float) -> float:
     return max(8.0, min(60.0, budget_s / 8))
 
 
-def pick_best(defaults: Trial, trials: list[Trial]) -> Trial:
-    """The fastest trial, unless it is within the noise of the defaults: then the defaults."""
-    fastest = max(trials, key=lambda t: t.fps)
+def pick_best(defaults: Trial, trials: list[Trial]) -> Trial | None:
+    """The fastest trial, unless it is within the noise of the defaults: then the defaults. None if none ran."""
+    measured = [t for t in trials if t.fps > 0]
+    if not measured:
+        return None
+    fastest = max(measured, key=lambda t: t.fps)
     return fastest if fastest.fps > defaults.fps * (1 + NOISE) else defaults
 
 
 class Tuner:
     def __init__(self, family: Family, flags: list[str], cfg, bench_dir: Path, budget_s: float,
-                 trial_s: float | None = None, log=print):
+                 trial_s: float | None = None, log=print, started: float | None = None):
+        """`started` (time.monotonic()) is when the budget began, if before this object: checks of the flags count."""
         self.family = family
         self.flags = flags
         self.bench_dir = bench_dir
@@ -76,8 +80,10 @@ class Tuner:
         self.limits = Limits(cpus=os.cpu_count() or 1, serial=cfg.serial_mode)
         self.defaults = Layout.from_cfg(cfg)
         self.log = log
-        self.start = time.monotonic()
+        self.start = time.monotonic() if started is None else started
         self.deadline = self.start + budget_s
+        self.stop_margin_s = min(STOP_MARGIN_S, 0.1 * budget_s)
+        self.report_allowance_s = min(REPORT_ALLOWANCE_S, 0.15 * budget_s)
         self.startup_s = 0.0  # measured on the first trial: wall time beyond its training seconds
 
     def run(self) -> TuneResult:
@@ -106,6 +112,8 @@ class Tuner:
         if not result.note:
             result.note = UNFIXABLE.get(best.verdict or "", "no move left to try")
         result.best = pick_best(first, result.trials)
+        if result.best is None:
+            result.note = f"no trial completed ({result.note})"
         return self._finish(result)
 
     def _finish(self, result: TuneResult) -> TuneResult:
@@ -117,18 +125,18 @@ class Tuner:
 
     def _trial(self, layout: Layout, reason: str, index: int) -> Trial | None:
         """Measure `layout`, or None when what is left of the budget cannot hold a trial."""
-        left = self.deadline - time.monotonic() - STOP_MARGIN_S - REPORT_ALLOWANCE_S
+        left = self.deadline - time.monotonic() - self.stop_margin_s - self.report_allowance_s
         seconds = min(self.trial_s, left - self.startup_s)
         if seconds < MIN_TRIAL_S:
             return None
         self.log(f"trial {index}: {layout.describe()} ({reason}), {seconds:.0f} s")
         flags = [*self.flags, *layout.flags(), f"--train_for_seconds={NEVER}", f"--train_for_env_steps={NEVER}"]
         run = run_training(self.family.train_module, flags, self.bench_dir, f"trial_{index}", measure_s=seconds,
-                           deadline=self.deadline - STOP_MARGIN_S, grace_s=STOP_MARGIN_S)
+                           deadline=self.deadline - self.stop_margin_s, grace_s=self.stop_margin_s)
         if index == 0:
             self.startup_s = max(0.0, run.wall_s - seconds)
         verdict = None
-        if run.ok and self.deadline - time.monotonic() > STOP_MARGIN_S:
+        if run.ok and self.deadline - time.monotonic() > self.stop_margin_s:
             verdict = profile_verdict(run.experiment_dir, timeout=max(1.0, self.deadline - time.monotonic() - 1.0))
         fps = run.best_fps if run.ok else 0.0
         self.log(f"  {fps:,.0f} FPS, {f'{verdict}-bound' if verdict else 'no verdict'} ({run.status})")
