@@ -65,8 +65,16 @@ def test_communication_bound_sends_more_frames_per_message():
 
 @pytest.mark.parametrize("verdict", sorted(UNFIXABLE))
 def test_learner_or_batcher_bound_proposes_nothing_and_says_why(verdict):
-    assert candidates(BASE, verdict, FOUR_CORES) == []
+    assert candidates(BASE, verdict, FOUR_CORES) == []  # 2 workers + 1 inference + 1 learner fit 4 cores
     assert f"{verdict}-bound" in UNFIXABLE[verdict] and "layout" in UNFIXABLE[verdict]
+
+
+@pytest.mark.parametrize("verdict", sorted(UNFIXABLE))
+def test_learner_bound_on_oversubscribed_cores_frees_one_by_halving_the_workers(verdict):
+    layout = replace(BASE, num_workers=4, num_envs_per_worker=8)
+    proposed = [c for c, _ in candidates(layout, verdict, Limits(cpus=2))]
+    assert proposed == [replace(layout, num_workers=2, num_envs_per_worker=16)]
+    assert candidates(layout, verdict, Limits(cpus=2, serial=True)) == []
 
 
 def test_no_verdict_explores_every_axis():

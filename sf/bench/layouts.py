@@ -9,7 +9,8 @@ bottleneck means:
   splits) and more inference workers;
 - communication-bound: the per-message cost dominates: more envs per message (more envs per worker, fewer
   splits) and batched stepping;
-- learner- or batcher-bound: collection already outruns training; no layout of workers changes that.
+- learner- or batcher-bound: collection already outruns training; no layout of workers changes that, except
+  where processes outnumber the cores: then the same envs on fewer workers give the learner's core back.
 """
 from __future__ import annotations
 
@@ -99,6 +100,20 @@ def _more_inference(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
              "one more inference worker")]
 
 
+def _free_cores(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
+    """Learner- or batcher-bound with more processes than cores: the learner shares its core with rollout workers,
+    so the same envs on fewer workers may leave it more CPU. The only layout move that can help it."""
+    processes = layout.num_workers + layout.policy_workers_per_policy + 1
+    if limits.serial or layout.num_workers < 2 or processes <= limits.cpus:
+        return []
+    fewer = layout.num_workers // 2
+    per = -(-layout.num_workers * layout.num_envs_per_worker // fewer)
+    per += -per % layout.worker_num_splits
+    candidate = replace(layout, num_workers=fewer, num_envs_per_worker=per)
+    return [(candidate, "same envs on half the rollout workers: cores back for the learner")] \
+        if limits.allows(candidate) else []
+
+
 def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tuple[Layout, str]]:
     """Layouts to try next from `layout`, most promising first, each with the reason; [] when none can help.
 
@@ -106,7 +121,7 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
     along every axis are proposed.
     """
     if verdict in UNFIXABLE:
-        return []
+        return _free_cores(layout, limits)
     if verdict == "simulation":
         moves = [*([] if limits.serial else _more_workers(layout, limits))]
         if layout.worker_num_splits == 1 and layout.num_envs_per_worker >= 2:

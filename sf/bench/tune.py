@@ -146,6 +146,6 @@ class Tuner:
 def format_trials(result: TuneResult) -> str:
     lines = [f"{'#':>2}  {'FPS':>9}  {'verdict':<22}  layout (why tried)"]
     for i, trial in enumerate(result.trials):
-        verdict = f"{trial.verdict}-bound" if trial.verdict else ("n/a" if trial.status == "ok" else trial.status)
+        verdict = f"{trial.verdict}-bound" if trial.verdict else ("n/a" if trial.fps > 0 else trial.status)
         lines.append(f"{i:>2}  {trial.fps:>9,.0f}  {verdict:<22}  {trial.layout.describe()} ({trial.reason})")
     return "\n".join(lines)
