@@ -125,6 +125,7 @@ def test_replace_flags_reproduces_the_layout_whatever_the_spelling():
             "--encoder_mlp_layers", "64", "64", "--worker_num_splits", "1"]
     out = replace_flags(argv, BASE)
     assert out == ["--env=CartPole-v1", "--encoder_mlp_layers", "64", "64", *BASE.flags()]
+    assert replace_flags([*argv, "--experiment", "x"], BASE, drop=("experiment",)) == out
     cfg = default_cfg(**{f[2:].split("=")[0]: f.split("=")[1] for f in BASE.flags()})
     assert Layout.from_cfg(cfg) == BASE
 

@@ -151,8 +151,9 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
     return unique
 
 
-def replace_flags(argv: list[str], layout: Layout) -> list[str]:
-    """`argv` without any layout flag it had, followed by `layout`'s flags: a command line that reproduces it."""
+def replace_flags(argv: list[str], layout: Layout, drop: tuple[str, ...] = ()) -> list[str]:
+    """`argv` without any layout flag (or flag named in `drop`) it had, followed by `layout`'s flags: a command
+    line that trains with the layout."""
     kept, skip_value = [], False
     for token in argv:
         if skip_value:
@@ -160,7 +161,7 @@ def replace_flags(argv: list[str], layout: Layout) -> list[str]:
             if not token.startswith("--"):
                 continue
         name = token[2:].split("=", 1)[0] if token.startswith("--") else None
-        if name in LAYOUT_FLAGS:
+        if name in LAYOUT_FLAGS or name in drop:
             skip_value = "=" not in token
             continue
         kept.append(token)

@@ -118,7 +118,7 @@ class Tuner:
 
     def _finish(self, result: TuneResult) -> TuneResult:
         if result.best is not None:
-            layout_argv = replace_flags(self.flags, result.best.layout)
+            layout_argv = replace_flags(self.flags, result.best.layout, drop=("experiment",))  # not the tune folder
             result.command = f"python -m {self.family.train_module} {shlex.join(layout_argv)}"
         result.elapsed_s = time.monotonic() - self.start
         return result
