@@ -15,10 +15,11 @@ from sf.bench.layouts import UNFIXABLE, Layout, Limits, candidates, replace_flag
 from sf.bench.tune import NOISE, Trial, pick_best
 from sf.benchmark import main
 from sf.cfg.arguments import default_cfg
+from sf.cfg.unsupported import UNSUPPORTED
 
 BASE = Layout(num_workers=2, num_envs_per_worker=8, worker_num_splits=2, policy_workers_per_policy=1,
               batched_sampling=False)
-FOUR_CORES = Limits(cpus=4)
+FOUR_CORES = Limits(cpus=4, batched_sampling=True)
 
 
 def changed(a: Layout, b: Layout) -> dict:
@@ -75,6 +76,12 @@ def test_learner_bound_on_oversubscribed_cores_frees_one_by_halving_the_workers(
     proposed = [c for c, _ in candidates(layout, verdict, Limits(cpus=2))]
     assert proposed == [replace(layout, num_workers=2, num_envs_per_worker=16)]
     assert candidates(layout, verdict, Limits(cpus=2, serial=True)) == []
+
+
+def test_batched_stepping_is_proposed_only_where_the_runtime_accepts_it():
+    assert Limits(cpus=4).batched_sampling == ("batched_sampling" not in UNSUPPORTED)
+    for verdict in (None, "simulation", "inference", "communication"):
+        assert not any(c.batched_sampling for c, _ in candidates(BASE, verdict, Limits(cpus=4, batched_sampling=False)))
 
 
 def test_no_verdict_explores_every_axis():

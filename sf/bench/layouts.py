@@ -4,7 +4,8 @@ Pure functions, no runs: the tuner (`sf.bench.tune`) measures what these propose
 bottleneck means:
 
 - simulation-bound: envs are the limit, so step more of them at once: more rollout workers up to the cores,
-  fewer workers than there are cores' worth of processes when oversubscribed, double buffering, batched stepping;
+  fewer workers than there are cores' worth of processes when oversubscribed, double buffering, batched stepping
+  (where the runtime has it: `--batched_sampling=True` is refused while sf has no vectorized sampler);
 - inference-bound: each forward pass is too small or too slow: larger requests (more envs per worker, fewer
   splits) and more inference workers;
 - communication-bound: the per-message cost dominates: more envs per message (more envs per worker, fewer
@@ -15,6 +16,8 @@ bottleneck means:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+
+from sf.cfg.unsupported import UNSUPPORTED
 
 LAYOUT_FLAGS = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
                 "batched_sampling")
@@ -54,6 +57,7 @@ class Limits:
     max_envs_per_worker: int = 256
     max_total_envs: int = 512
     serial: bool = False  # serial mode: one process, so no process counts to tune
+    batched_sampling: bool = "batched_sampling" not in UNSUPPORTED  # whether the runtime accepts True
 
     def allows(self, layout: Layout) -> bool:
         return (layout.num_envs_per_worker % layout.worker_num_splits == 0
@@ -89,8 +93,10 @@ def _fewer_splits(layout: Layout, why: str) -> list[tuple[Layout, str]]:
     return [(replace(layout, worker_num_splits=max(1, layout.worker_num_splits // 2)), why)]
 
 
-def _batched(layout: Layout) -> list[tuple[Layout, str]]:
-    return [] if layout.batched_sampling else [(replace(layout, batched_sampling=True), "batched env stepping")]
+def _batched(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
+    if layout.batched_sampling or not limits.batched_sampling:
+        return []
+    return [(replace(layout, batched_sampling=True), "batched env stepping")]
 
 
 def _more_inference(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
@@ -127,7 +133,7 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
         if layout.worker_num_splits == 1 and layout.num_envs_per_worker >= 2:
             moves.append((replace(layout, worker_num_splits=2), "double buffering: half the envs step while the "
                           "other half wait for actions"))
-        moves += _batched(layout)
+        moves += _batched(layout, limits)
         moves.append(_more_envs(layout, "more envs per worker, so workers never wait idle"))
     elif verdict == "inference":
         moves = [_more_envs(layout, "more envs per worker: larger inference batches")]
@@ -136,7 +142,7 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
     elif verdict == "communication":
         moves = [_more_envs(layout, "more envs per worker: more frames per message")]
         moves += _fewer_splits(layout, "fewer splits: fewer messages per step")
-        moves += _batched(layout)
+        moves += _batched(layout, limits)
     else:
         moves = [_more_envs(layout, "more envs per worker")]
         moves += [] if limits.serial else _more_workers(layout, limits)

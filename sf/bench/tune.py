@@ -21,7 +21,7 @@ from sf.bench.runs import profile_verdict, run_training
 
 NOISE = 0.05  # a layout must beat the best by this share to count as faster
 MIN_TRIAL_S = 2.0
-STOP_MARGIN_S = 5.0  # time kept at the end of the budget for a trial to stop and print its trees (at most)
+STOP_MARGIN_S = 5.0  # kept at the end of the budget: a trial is told to stop then, and killed halfway through it
 REPORT_ALLOWANCE_S = 10.0  # the profile report after each trial (at most)
 NEVER = 10**12  # stop flags of a trial: it is stopped by time after its first frames
 
@@ -132,7 +132,7 @@ class Tuner:
         self.log(f"trial {index}: {layout.describe()} ({reason}), {seconds:.0f} s")
         flags = [*self.flags, *layout.flags(), f"--train_for_seconds={NEVER}", f"--train_for_env_steps={NEVER}"]
         run = run_training(self.family.train_module, flags, self.bench_dir, f"trial_{index}", measure_s=seconds,
-                           deadline=self.deadline - self.stop_margin_s, grace_s=self.stop_margin_s)
+                           deadline=self.deadline - self.stop_margin_s, grace_s=self.stop_margin_s / 2)
         if index == 0:
             self.startup_s = max(0.0, run.wall_s - seconds)
         verdict = None
