@@ -252,6 +252,9 @@ def _model_flags(g: _Group) -> None:
     g.choice("policy_initialization", ("orthogonal", "xavier_uniform", "torch_default"), "orthogonal",
              "weight initialization")
     g.real("policy_init_gain", 1.0, "gain of the weight initialization")
+    g.boolean("init_all_layers", False, "apply --policy_initialization to every layer's weights; by default, as in "
+              "Sample Factory, it reaches the action and value heads and the ResNet trunk, and MLP encoders, plain "
+              "conv trunks and decoders keep PyTorch's default weights")
     g.boolean("actor_critic_share_weights", True, "one encoder and core for policy and value; False gives each its own")
     g.boolean("adaptive_stddev", True, "continuous actions: the stddev is a network output (else a learned parameter)")
     g.real("continuous_tanh_scale", 0.0, "continuous actions: squash means with scale * tanh (0 disables)")

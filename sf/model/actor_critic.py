@@ -16,7 +16,7 @@ from sf.algo.running_mean_std import RunningMeanStd
 from sf.envs.spaces import ActionSpec, ObsSpec
 from sf.model.action_distributions import ActionDistribution
 from sf.model.cores import create_core
-from sf.model.encoders import Mlp, ObsEncoder
+from sf.model.encoders import ConvEncoder, Mlp, ObsEncoder
 from sf.model.obs_normalizer import ObsNormalizer
 
 # Sample Factory keeps the Gaussian's stddev inside [1e-4, 1e4]
@@ -73,22 +73,31 @@ class ActorCritic(nn.Module):
         else:
             self.register_parameter("log_std", None)
         self.tanh_scale = float(cfg.continuous_tanh_scale) if not self.adaptive_stddev else 0.0
-        self._initialize(cfg.policy_initialization, cfg.policy_init_gain)
+        self._initialize(cfg.policy_initialization, cfg.policy_init_gain, bool(cfg.init_all_layers))
         self.to(memory_format=torch.channels_last)  # conv weights only; matches ConvEncoder's input layout
 
-    def _initialize(self, scheme: str, gain: float) -> None:
-        """Every Linear and Conv2d layer, action and value heads included: weights by `scheme` with `gain`, zero
-        biases. RNN cores keep PyTorch's own initialization."""
+    def _initialize(self, scheme: str, gain: float, all_layers: bool) -> None:
+        """What Sample Factory 2.1.1's initializer does in effect: `scheme` with `gain` on the weights of the action
+        and value heads and of the ResNet trunk, zero biases on every Linear and Conv2d layer; the MLP encoders,
+        plain conv trunks and MLP decoders keep PyTorch's default weights (Sample Factory compiles those with
+        TorchScript, which its initializer passes over), as do the RNN cores. `all_layers` applies `scheme` to
+        every Linear and Conv2d weight instead."""
         if scheme not in INITIALIZATIONS:
             raise ValueError(f"--policy_initialization={scheme!r} is not one of {', '.join(INITIALIZATIONS)}")
         if scheme == "torch_default":
             return
         init = nn.init.orthogonal_ if scheme == "orthogonal" else nn.init.xavier_uniform_
+        schemed = [self] if all_layers else [self.action_head, self.value_head, *self._resnet_trunks()]
         for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Conv2d)):
-                init(module.weight.data, gain=gain)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias.data)
+            if isinstance(module, (nn.Linear, nn.Conv2d)) and module.bias is not None:
+                nn.init.zeros_(module.bias.data)
+        for root in schemed:
+            for module in root.modules():
+                if isinstance(module, (nn.Linear, nn.Conv2d)):
+                    init(module.weight.data, gain=gain)
+
+    def _resnet_trunks(self) -> list[nn.Module]:
+        return [m.trunk for m in self.modules() if isinstance(m, ConvEncoder) and m.is_resnet]
 
     # stages --------------------------------------------------------------------------------------------
     def normalize_obs(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
