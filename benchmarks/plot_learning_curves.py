@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CURVES = ROOT / "benchmarks" / "learning_curves"
 PNG = ROOT / "docs" / "img" / "goal_gate_learning.png"
 FRAMES = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)
-LABELS = {"sf": "sf", "samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before (0.5 value factor, clip [1-c, 1+c], per-iteration advantage normalization, all layers orthogonal)"}
+LABELS = {"sf": "sf", "samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before the changes"}
+TABLE_NAMES = {"samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before the changes"}
 COLORS = {"sf": "tab:blue", "samplefactory": "tab:orange", "sf_before": "tab:gray"}
 
 
@@ -52,7 +53,7 @@ def main() -> int:
     ax.set_ylabel("average episode return (last 100)")
     ax.set_title("GoalGate (Dict obs, Tuple(Discrete, Box) actions), base defaults")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     PNG.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(PNG, dpi=100)
@@ -62,7 +63,10 @@ def main() -> int:
         for i, (frames, rewards) in enumerate(seeds):
             cells = [value_at(frames, rewards, at) for at in FRAMES]
             row = " | ".join("" if np.isnan(c) else f"{c:.1f}" for c in cells)
-            print(f"| {name.replace('samplefactory', 'Sample Factory 2.1.1')} | {i + 1} | {row} |")
+            print(f"| {TABLE_NAMES.get(name, name)} | {i + 1} | {row} |")
+        if len(seeds) > 1:
+            means = [np.mean([value_at(f, r, at) for f, r in seeds]) for at in FRAMES]
+            print(f"| {TABLE_NAMES.get(name, name)} | mean | " + " | ".join(f"{m:.1f}" for m in means) + " |")
     return 0
 
 
