@@ -135,6 +135,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
     _wandb_flags(_Group(parser, "Weights & Biases"))
+    _profiling_flags(_Group(parser, "profiling"))
     if evaluation:
         _evaluation_flags(_Group(parser, "evaluation"))
     if add_args is not None:
@@ -309,6 +310,13 @@ def _wandb_flags(g: _Group) -> None:
     g.text("wandb_group", None, "W&B group of the run (default: the env name)")
     g.text("wandb_job_type", "SF", "W&B job type")
     g.str_list("wandb_tags", [], "W&B tags of the run")
+
+
+def _profiling_flags(g: _Group) -> None:
+    g.boolean("profiling_timeline", False, "record every Timing scope of every process and merge them at exit into "
+              "profiling/timeline.json (Chrome trace format: Perfetto, chrome://tracing)")
+    g.boolean("profiling_cuda_sync", False, "on CUDA, synchronize at the end of every Timing scope, so GPU work is "
+              "charged to the scope that launched it (slower; for attribution only)")
 
 
 def _evaluation_flags(g: _Group) -> None:
