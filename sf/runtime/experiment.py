@@ -57,6 +57,15 @@ class Experiment:
         if self.wandb is not None:
             self.wandb.log(policy_id, step, kept)
 
+    def write_histogram(self, policy_id: int, step: int, tag: str, counts: dict[int, int]) -> None:
+        """A histogram of integer values (value -> count), one bucket per value."""
+        values = sorted(counts)
+        total = sum(counts.values())
+        self.writer(policy_id).add_histogram_raw(
+            tag, min=values[0], max=values[-1], num=total, sum=sum(v * c for v, c in counts.items()),
+            sum_squares=sum(v * v * c for v, c in counts.items()), bucket_limits=[v + 0.5 for v in values],
+            bucket_counts=[counts[v] for v in values], global_step=step)
+
     def flush_scalars(self) -> None:
         for writer in self.writers.values():
             writer.flush()
