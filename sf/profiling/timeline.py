@@ -32,10 +32,6 @@ SHARED_CLOCK = "clock_gettime(CLOCK_MONOTONIC)"
 _clock = time.perf_counter
 
 
-def _no_op(node) -> None:
-    pass
-
-
 class Recorder:
     """This process's ring buffer of events: ("X", node, start, end) for a scope, ("H", component, kind, start,
     end, flow_id) for a delivered message, ("C", component, function, start, end, None) for a start/flush/stop
@@ -50,7 +46,7 @@ class Recorder:
         def scope_exit(node, _append=append, _clock=_clock) -> None:
             _append(("X", node, node.start, _clock()))
 
-        self.hook = ScopeHook(_no_op, scope_exit)
+        self.hook = ScopeHook(None, scope_exit)
         add_scope_hook(self.hook)
 
     def next_flow_id(self) -> int:
