@@ -33,7 +33,7 @@ _clock = time.perf_counter
 
 
 class Recorder:
-    """This process's ring buffer of events: ("X", node, start, end) for a scope, ("H", component, kind, start,
+    """This process's ring buffer of events: ("X", component, path, start, end) for a scope, ("H", component, kind, start,
     end, flow_id) for a delivered message, ("C", component, function, start, end, None) for a start/flush/stop
     hook or timer the loop ran for a component, ("s", component, flow_id, time, kind) for a sent message."""
 
@@ -44,7 +44,9 @@ class Recorder:
         append = self.events.append
 
         def scope_exit(node, _append=append, _clock=_clock) -> None:
-            _append(("X", node, node.start, _clock()))
+            # strings and floats only: the garbage collector stops tracking such tuples, so a full buffer adds
+            # nothing to its passes
+            _append(("X", node.timing.name, node.path, node.start, _clock()))
 
         self.hook = ScopeHook(None, scope_exit)
         add_scope_hook(self.hook)
@@ -57,15 +59,7 @@ class Recorder:
         remove_scope_hook(self.hook)
 
     def rows(self) -> list[tuple]:
-        """The events as plain tuples (scope nodes replaced by component name and path)."""
-        rows = []
-        for event in list(self.events):
-            if event[0] == "X":
-                node = event[1]
-                rows.append(("X", node.timing.name, node.path, event[2], event[3]))
-            else:
-                rows.append(event)
-        return rows
+        return list(self.events)
 
     def dump(self, path: Path) -> None:
         """Write this process's part for the runner to merge (atomically: a reader never sees half a part)."""
