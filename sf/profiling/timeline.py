@@ -155,8 +155,8 @@ def chrome_trace(parts: list[dict]) -> dict:
         meta.append({"ph": "M", "name": "process_labels", "pid": index, "args": {"labels": f"pid {os_pid[name]}"}})
         meta.append({"ph": "M", "name": "thread_name", "pid": index, "tid": os_pid[name], "args": {"name": name}})
     sent = {e["id"] for e in events if e["ph"] == "s"}
-    received = {e["id"] for e in events if e["ph"] == "f"}
-    events = [e for e in events if e["ph"] not in ("s", "f") or e["id"] in sent & received]  # both ends in the buffers
+    paired = sent & {e["id"] for e in events if e["ph"] == "f"}
+    events = [e for e in events if e["ph"] not in ("s", "f") or e["id"] in paired]  # both ends in the buffers
     clock = SHARED_CLOCK if shared else "time.time() offsets per process"
     return {"traceEvents": meta + sorted(events, key=lambda e: e["ts"]), "displayTimeUnit": "ms",
             "otherData": {"clock": clock, "events_per_process": EVENTS_PER_PROCESS}}
