@@ -7,6 +7,7 @@ wherever it was written, with a message that names the flag.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import logging
@@ -20,6 +21,7 @@ import yaml
 from sf.cfg.errors import ConfigError
 from sf.cfg.unsupported import UNSUPPORTED, reject_unsupported
 from sf.cfg.validate import validate_cfg
+from sf.profiling.config import BACKENDS, flatten_yaml_section, profiling_config
 
 log = logging.getLogger("sf")
 
@@ -314,6 +316,18 @@ def _wandb_flags(g: _Group) -> None:
 
 
 def _profiling_flags(g: _Group) -> None:
+    """The same keys as a `profiling:` YAML section (docs/profiling.md)."""
+    g.choice("profiling_backend", BACKENDS, "none", "profiler run on the selected worker groups (none: nothing is "
+             "wrapped and no folder is created)")
+    g.str_list("profiling_worker_groups", [], "groups to profile: RolloutWorker InferenceWorker Batcher Learner Runner, "
+               "or all; none when empty")
+    g.int_list("profiling_steps", [], "learner iterations to capture, counting from 1 (empty: the whole life)")
+    g.text("profiling_output_dir", None, "where profiler outputs go (default: <train_dir>/<experiment>/profiling/)")
+    g.str_list("profiling_options", [], "nsys profile options as key=value (t=cuda,nvtx -> -t cuda,nvtx; "
+               "sample=none -> --sample=none)")
+    g.str_list("profiling_flags", [], "bare nsys profile flags, named without dashes (python-backtrace)")
+    g.str_list("profiling_args", [], "rocprof-sys-python arguments as key=value, rendered like --profiling_options")
+    g.str_list("profiling_env", [], "KEY=VALUE environment of the profiled processes (wins over derived values)")
     g.boolean("profiling_timeline", False, "record every Timing scope of every process and merge them at exit into "
               "profiling/timeline.json (Chrome trace format: Perfetto, chrome://tracing)")
     g.boolean("profiling_cuda_sync", False, "on CUDA, synchronize at the end of every Timing scope, so GPU work is "
@@ -358,6 +372,7 @@ def parse_full_cfg(argv: list[str] | None = None, *, add_args: AddArgs | None = 
     validate_cfg(cfg)
     reject_unsupported(cfg)
     _check_packages(cfg)
+    cfg.profiling = profiling_config(cfg)
     return cfg
 
 
@@ -378,6 +393,7 @@ def default_cfg(**overrides: Any) -> argparse.Namespace:
     _resolve(cfg, explicit=set(overrides))
     validate_cfg(cfg)
     reject_unsupported(cfg)
+    cfg.profiling = profiling_config(cfg)
     return cfg
 
 
@@ -431,7 +447,7 @@ def _load_yaml(name: str, flags: dict[str, argparse.Action]) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"--cfg: {path} must be a mapping of flag names to values", flag="--cfg")
-    return _coerce_all(data, flags, str(path))
+    return _coerce_all(flatten_yaml_section(data), flags, str(path))
 
 
 def _find_yaml(name: str) -> Path:
@@ -528,7 +544,14 @@ def resolve_device(cfg: argparse.Namespace) -> str:
 
 def cfg_to_dict(cfg: argparse.Namespace) -> dict[str, Any]:
     """The config as plain JSON types (anything else becomes its string form), for config.json."""
-    return json.loads(json.dumps(vars(cfg), default=str))
+    return json.loads(json.dumps(vars(cfg), default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    """Dataclasses (the profiling section) as their fields; anything else as its string form."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    return str(value)
 
 
 def load_cfg_json(path: str | Path) -> argparse.Namespace:

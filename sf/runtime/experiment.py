@@ -24,7 +24,6 @@ class Experiment:
             for old in self.dir.glob("checkpoint_p*"):
                 shutil.rmtree(old)
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "profiling").mkdir(exist_ok=True)
         self.writers: dict[int, SummaryWriter] = {}
         self.wandb = None
         if cfg.with_wandb:

@@ -22,6 +22,7 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 from sf.envs.registry import registry_snapshot, restore_registry
 from pathlib import Path
 
+from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
@@ -76,8 +77,11 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                 runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
 
     loop.every(0.5, watch_processes, owner=runner)
+    profile = profiling.attach(cfg.profiling, "runner", RUNNER, loop, stores[0])
     with runner.timing.add_time("main_loop"):
         try:
+            if profile is not None:
+                profile.begin()
             with runner.timing.add_time("start_processes"):
                 for kind, a, b in specs:
                     label = _process_label(kind, a, b)
@@ -92,7 +96,9 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             loop.measure()
             with runner.timing.add_time("wait_shutdown"):
                 _collect_profiles(runner, queues[RUNNER], processes, expected=_expected_components(cfg))
-                _join(processes)
+                if profile is not None:
+                    profile.end()
+                _join(processes, profiling.join_wait_s(cfg.profiling, JOIN_WAIT_S))
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
     return runner.finish()
@@ -119,8 +125,11 @@ def _routes(cfg, queues: dict) -> dict:
 
 def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict) -> mp.Process:
     """Start one component process. The single place to change how a kind of process is launched."""
-    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=_process_label(kind, a, b), daemon=True)
-    with thread_limits(kind == "rollout" and shared["cfg"].force_envs_single_thread):
+    label = _process_label(kind, a, b)
+    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
+    cfg = shared["cfg"]
+    with thread_limits(kind == "rollout" and cfg.force_envs_single_thread), \
+            profiling.launched_under_profiler(ctx, cfg.profiling, kind, label):
         proc.start()
     return proc
 
@@ -137,7 +146,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
     queues = shared["queues"]
     runner_q = queues[RUNNER]
-    loop = None
+    loop = profile = None
     recorder = None
     exit_code = 0
     try:
@@ -145,6 +154,10 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         if cfg.profiling_timeline:
             recorder = timeline.Recorder()
             loop.enable_timeline(recorder)
+        store = shared["stores"][a if kind != "rollout" else 0]
+        profile = profiling.attach(cfg.profiling, kind, _process_label(kind, a, b), loop, store)
+        if profile is not None:
+            profile.begin()
         loop.run()
     except StopLoop:
         pass
@@ -159,6 +172,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         _share_timings(loop, runner_q, kind="profile")
     if recorder is not None:
         recorder.dump(timeline.part_path(Path(shared["experiment_dir"]) / "profiling", _process_label(kind, a, b)))
+    if profile is not None:
+        profile.end()
     os._exit(exit_code)
 
 
@@ -218,8 +233,8 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
                     pass
 
 
-def _join(processes: dict) -> None:
-    deadline = time.monotonic() + JOIN_WAIT_S
+def _join(processes: dict, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
     for proc in processes.values():
         proc.join(timeout=max(0.0, deadline - time.monotonic()))
     for proc in processes.values():

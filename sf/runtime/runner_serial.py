@@ -6,6 +6,7 @@ import logging
 import os
 import traceback
 
+from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.runtime.batcher import Batcher
 from sf.runtime.checkpoint import CheckpointManager
@@ -42,12 +43,17 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     if cfg.profiling_timeline:
         runner.timeline = timeline.Recorder()
         loop.enable_timeline(runner.timeline)
+    profile = profiling.attach(cfg.profiling, "serial", "serial", loop)
     with runner.timing.add_time("main_loop"):
         try:
+            if profile is not None:
+                profile.begin()
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
             log.error("serial run failed:\n%s", traceback.format_exc())
+        if profile is not None:
+            profile.end()
         if runner.stop_status is None:
             runner.stop_status = "interrupted" if stop_event.is_set() else "error"
         for name, message in loop.stop_components():
