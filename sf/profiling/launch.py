@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing.spawn
+import os
 import shlex
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,7 +72,7 @@ def launched_under_profiler(ctx, pcfg: ProfilingConfig, kind: str, label: str) -
         return
     pcfg.output_dir.mkdir(parents=True, exist_ok=True)
     python = multiprocessing.spawn.get_executable()
-    script = wrapper_script(pcfg, output_name(pcfg, kind, label), python)
+    script = wrapper_script(pcfg, output_name(pcfg, kind, label), os.fsdecode(python))
     log.info("%s starts under %s", label, script.read_text().splitlines()[-1].removeprefix("exec "))
     ctx.set_executable(str(script))
     try:

@@ -30,6 +30,9 @@ class StepGate:
 
     def begin(self, step: int) -> None:
         """The component loop starts: open the whole-life window, or the window `step` falls in."""
+        prepare = getattr(self.factory, "prepare", None)
+        if prepare is not None:
+            prepare()
         if self.pcfg.steps:
             self.at_step(step)
         else:

@@ -8,6 +8,7 @@ to warm up (when there is an iteration before the window), then records the wind
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 from sf.profiling.config import ProfilingConfig
@@ -24,13 +25,24 @@ class TorchBackend:
         self.active_steps = active
         self.saved = False
 
-    def start(self) -> None:
-        import torch
-        from torch.profiler import ProfilerActivity, profile, schedule
+    @staticmethod
+    def prepare() -> None:
+        """Pay the profiler's one-time start-up (seconds on a loaded machine) before the loop runs, not inside a
+        window, where it would push the process's window iterations away from the learner's."""
+        from torch.profiler import profile
 
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        plan = schedule(wait=0, warmup=self.warmup, active=self.active_steps, repeat=1) if self.active_steps else None
-        self.profiler = profile(activities=activities, schedule=plan, on_trace_ready=self._save)
+        with profile(activities=_activities()):
+            pass
+
+    def start(self) -> None:
+        from torch.profiler import profile, schedule
+
+        plan = None
+        if self.active_steps:
+            with warnings.catch_warnings():  # a window at the first iteration has nothing before it to warm up on
+                warnings.filterwarnings("ignore", message=".*warmup.*")
+                plan = schedule(wait=0, warmup=self.warmup, active=self.active_steps, repeat=1)
+        self.profiler = profile(activities=_activities(), schedule=plan, on_trace_ready=self._save)
         self.profiler.start()
 
     def step(self) -> None:
@@ -49,3 +61,10 @@ class TorchBackend:
 
     def outputs(self) -> list[Path]:
         return [self.trace, self.tb_dir / self.trace.name]
+
+
+def _activities() -> list:
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
