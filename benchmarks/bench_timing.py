@@ -75,6 +75,20 @@ def main() -> None:
     args = parser.parse_args()
     for mode, loop in MODES.items():
         print(f"{mode} overhead per block: {overhead_us(loop, args.blocks):.2f} us")
+    print(f"add_time after a profiling capture window opened and closed: {after_capture_window_us(args.blocks):+.3f} us "
+          "per block against before it")
+
+
+def after_capture_window_us(blocks: int) -> float:
+    """A window installs the ranges hook on every scope and removes it when it closes: nothing may stay behind."""
+    from sf.profiling.ranges import ScopeRanges
+
+    before = min(overhead_us(add_time_blocks, blocks) for _ in range(3))
+    ranges = ScopeRanges()
+    ranges.install()
+    ranges.remove()
+    after = min(overhead_us(add_time_blocks, blocks) for _ in range(3))
+    return after - before
 
 
 if __name__ == "__main__":
