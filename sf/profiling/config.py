@@ -114,8 +114,7 @@ def profiling_config(cfg) -> ProfilingConfig:
     """Build and validate the section from a parsed config; raises ConfigError naming the flag."""
     backend = cfg.profiling_backend or "none"
     groups = list(cfg.profiling_worker_groups or [])
-    every = groups == ["all"]
-    if every:  # the runner is the process you launched: an external wrapper cannot start it
+    if "all" in groups:  # the runner is the process you launched: an external wrapper cannot start it
         groups = [g for g in GROUPS if not (backend in WRAPPERS and g == "Runner")]
     for group in groups:
         if group not in GROUPS:
