@@ -36,6 +36,7 @@ def main() -> int:
 
     fps: dict[str, list[float]] = {name: [] for name in SETTINGS}
     ratio: dict[str, list[float]] = {name: [] for name in SETTINGS if name != "off"}
+    around: dict[str, list[float]] = {name: [] for name in ratio}
     for round_ in range(args.rounds):
         before = fps_of([])
         fps["off"].append(before)
@@ -45,12 +46,14 @@ def main() -> int:
             fps[name].append(fps_of(flags))
             after = fps_of([])
             fps["off"].append(after)
-            ratio[name].append(fps[name][-1] / ((before + after) / 2))
+            around[name].append((before + after) / 2)
+            ratio[name].append(fps[name][-1] / around[name][-1])
             print(f"round {round_}: {name}: {fps[name][-1]:.0f} FPS, off around it {before:.0f} / {after:.0f}", flush=True)
             before = after
-    print("| setting | FPS | off, the runs around it | ratio |\n| --- | --- | --- | --- |")
+    print("| setting | FPS | FPS off (the runs around it) | ratio |\n| --- | --- | --- | --- |")
     for name, values in ratio.items():
-        print(f"| {name} | {statistics.mean(fps[name]):.0f} | | {statistics.mean(values):.2f} |")
+        print(f"| {name} | {statistics.mean(fps[name]):.0f} | {statistics.mean(around[name]):.0f} | "
+              f"{statistics.mean(values):.2f} |")
     if args.out:
         Path(args.out).write_text(json.dumps({"fps": fps, "ratio_to_neighbouring_off": ratio}, indent=2))
     return 0
