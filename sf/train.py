@@ -49,8 +49,8 @@ def run_rl(cfg) -> int:
             experiment = Experiment(cfg)
             experiment.write_config()
         except OSError as exc:
-            raise ConfigError(f"--train_dir: cannot write the experiment folder {exc.filename or cfg.train_dir}: "
-                              f"{exc.strerror or exc}", flag="--train_dir") from None
+            raise ConfigError(f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
+                              f"choose a writable folder", flag="--train_dir") from None
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -48,14 +48,14 @@ def end_orphans(keep: set[int]) -> list[int]:
     if not ended:
         return []
     names = [_describe(pid) for pid in ended]
-    shm = set().union(*(_shm_files(pid) for pid in ended))
+    shm = set().union(*(shm_files(pid) for pid in ended))
     for pid in ended:
         try:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-    in_use = set().union(*(_shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
+    in_use = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
     for path in shm - in_use:
         Path(path).unlink(missing_ok=True)
     log.warning("ended %d process(es) left behind by components that did not stop cleanly: %s",
@@ -63,7 +63,7 @@ def end_orphans(keep: set[int]) -> list[int]:
     return ended
 
 
-def _shm_files(pid: int) -> set[str]:
+def shm_files(pid: int) -> set[str]:
     """The /dev/shm files a process has mapped or open."""
     files = set()
     try:

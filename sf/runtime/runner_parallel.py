@@ -46,6 +46,7 @@ QUEUE_BYTES = 4 * 1024 * 1024
 CRASH_GRACE_S = 3.0  # after a component died: the run must end within seconds, whatever the others do
 EXIT_WAIT_S = 2.0  # a process that has sent its final trees only has to exit
 PARENT_CHECK_S = 1.0
+WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid calls
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -85,7 +86,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             if proc.exitcode is not None:
                 runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
 
-    loop.every(0.5, watch_processes, owner=runner)
+    loop.every(WATCH_S, watch_processes, owner=runner)
     adopted = adopt_orphans()
     keep = child_pids()  # the resource tracker: everything started from here on must be gone at the end
     with runner.timing.add_time("main_loop"):
