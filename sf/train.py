@@ -6,8 +6,6 @@ names the flag and nothing is written.
 """
 from __future__ import annotations
 
-import atexit
-import gc
 import logging
 import signal
 import sys
@@ -20,7 +18,6 @@ from sf.cfg.errors import ConfigError, error_line
 log = logging.getLogger("sf")
 
 EXIT_BAD_INPUT = 2
-_freeze_registered = False
 
 
 def run_rl(cfg) -> int:
@@ -34,7 +31,6 @@ def run_rl(cfg) -> int:
     from sf.utils.process_settings import apply_process_settings
 
     setup_logging(cfg.log_level)
-    _fast_exit()
     env_error: Exception | None = None
     try:
         try:
@@ -87,11 +83,3 @@ def run_rl(cfg) -> int:
         return 1
     return 0
 
-
-def _fast_exit() -> None:
-    """At interpreter exit, freeze the garbage collector: the teardown then skips walking every object torch
-    created, which takes seconds on a loaded machine and delays the end of a run that has written everything."""
-    global _freeze_registered
-    if not _freeze_registered:
-        atexit.register(gc.freeze)
-        _freeze_registered = True
