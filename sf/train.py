@@ -1,30 +1,60 @@
-"""Entry point shared by every example: `run_rl(cfg)` trains and returns the process exit status."""
+"""Entry point shared by every example: `run_rl(cfg)` trains and returns the process exit status.
+
+Exit statuses: 0 when the run ended as planned or was stopped by SIGINT/SIGTERM (summary status `ok` or
+`interrupted`), 1 when it failed (status `error`), 2 when the config cannot run: then one `sf: error:` line
+names the flag and nothing is written.
+"""
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import traceback
 
 from sf.cfg.arguments import describe_device, resolve_device
-from sf.runtime.experiment import Experiment
-from sf.runtime.setup import probe_env
-from sf.utils.logging import setup_logging
-from sf.utils.process_settings import apply_process_settings
+from sf.cfg.errors import ConfigError, error_line
 
 log = logging.getLogger("sf")
 
+EXIT_BAD_INPUT = 2
+
 
 def run_rl(cfg) -> int:
-    """Train with the placement the config asks for; 0 when the run ended as planned, 1 otherwise."""
-    experiment = Experiment(cfg)
-    setup_logging(cfg.log_level, experiment.dir / "sf_log.txt" if cfg.log_to_file else None)
-    experiment.write_config()
+    """Check what only the filesystem and the env can tell, then train with the placement the config asks for."""
+    # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
+    # the time, by every example that imports run_rl.
+    from sf.envs import EnvNotFoundError, UnsupportedSpaceError
+    from sf.runtime.experiment import Experiment
+    from sf.runtime.setup import probe_env
+    from sf.utils.logging import setup_logging
+    from sf.utils.process_settings import apply_process_settings
+
+    setup_logging(cfg.log_level)
+    env_error: Exception | None = None
     try:
-        env_info = probe_env(cfg)
-    except Exception as exc:
-        log.error("cannot train on env %r: %s", cfg.env, exc)
-        experiment.write_json("summary.json", {"status": "error", "error": f"{type(exc).__name__}: {exc}",
+        try:
+            env_info = probe_env(cfg)
+        except (EnvNotFoundError, UnsupportedSpaceError) as exc:
+            raise ConfigError(f"--env: {exc}", flag="--env") from None
+        except ConfigError:
+            raise
+        except Exception as exc:  # the env exists but failed to start: a run that failed, with a summary
+            env_error = exc
+        try:
+            experiment = Experiment(cfg)
+            experiment.write_config()
+        except OSError as exc:
+            raise ConfigError(f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
+                              f"choose a writable folder", flag="--train_dir") from None
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if cfg.log_to_file:
+        setup_logging(cfg.log_level, experiment.dir / "sf_log.txt")
+    if env_error is not None:
+        log.error("cannot train on env %r: %s", cfg.env, env_error)
+        experiment.write_json("summary.json", {"status": "error", "error": f"{type(env_error).__name__}: {env_error}",
                                                "env_frames": {}, "fps": 0.0, "fps_steady": None, "wall_time_s": 0.0,
                                                "avg_episode_reward": {}, "num_episodes": 0})
         return 1
@@ -52,3 +82,4 @@ def run_rl(cfg) -> int:
         log.error("run ended with an error: %s", summary["error"])
         return 1
     return 0
+

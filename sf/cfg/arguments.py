@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import yaml
 
-from sf.cfg.errors import ConfigError
+from sf.cfg.errors import ConfigError, error_line
 from sf.cfg.unsupported import UNSUPPORTED, reject_unsupported
 from sf.cfg.validate import validate_cfg
 from sf.profiling.config import BACKENDS, flatten_yaml_section, profiling_config
@@ -281,6 +281,8 @@ def _run_flags(g: _Group) -> None:
     g.integer("train_for_env_steps", 10_000_000_000, "stop after this many env frames")
     g.integer("train_for_seconds", 10_000_000_000, "stop after this much wall time")
     g.integer("save_every_sec", 120, "seconds between checkpoints")
+    g.integer("stop_timeout_sec", 5, "on a stop (SIGINT, SIGTERM, the end of training), seconds each component gets "
+              "to finish its step (a learner its training iteration), save and report before it is killed")
     g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
     g.choice("load_checkpoint_kind", ("latest", "best"), "latest",
              "checkpoint to resume or evaluate from: the newest, or the best one kept by --save_best_metric")
@@ -402,7 +404,7 @@ def main_cfg_or_exit(argv: list[str] | None = None, **kwargs: Any) -> argparse.N
     try:
         return parse_full_cfg(argv, **kwargs)
     except ConfigError as err:
-        print(f"sf: error: {err}", file=sys.stderr)
+        print(error_line(err), file=sys.stderr)
         sys.exit(2)
 
 

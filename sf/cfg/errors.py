@@ -8,3 +8,8 @@ class ConfigError(ValueError):
     def __init__(self, message: str, flag: str | None = None):
         super().__init__(message)
         self.flag = flag
+
+
+def error_line(err: ConfigError) -> str:
+    """What an entry point prints before exiting with status 2: one line, whatever the message's own line breaks."""
+    return "sf: error: " + " ".join(str(err).split())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from argparse import Namespace
+from pathlib import PurePath
 from typing import Callable
 
 from sf.cfg.errors import ConfigError
@@ -45,15 +46,29 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("keep_checkpoints", lambda v: v >= 1, ">= 1"),
     ("stats_avg", lambda v: v >= 1, ">= 1"),
     ("experiment_summaries_interval", lambda v: v > 0, "> 0"),
+    ("flush_summaries_interval", lambda v: v >= 1, ">= 1"),
+    ("train_for_env_steps", lambda v: v >= 1, ">= 1"),
+    ("train_for_seconds", lambda v: v >= 1, ">= 1"),
+    ("save_every_sec", lambda v: v >= 1, ">= 1"),
+    ("stop_timeout_sec", lambda v: v >= 1, ">= 1"),
+    ("decorrelate_experience_max_seconds", lambda v: v >= 0, ">= 0"),
 ]
+
+_LAYER_SIZES = ("encoder_mlp_layers", "encoder_conv_mlp_layers", "decoder_mlp_layers")
 
 
 def validate_cfg(cfg: Namespace) -> None:
     """Raise ConfigError naming the first flag whose value, alone or with another flag, is not allowed."""
+    _check_paths(cfg)
     for flag, allowed, description in _RANGES:
         value = getattr(cfg, flag)
         if not allowed(value):
             raise ConfigError(f"--{flag}: must be {description}, got {value}", flag=f"--{flag}")
+    for flag in _LAYER_SIZES:
+        if any(size < 1 for size in getattr(cfg, flag)):
+            raise ConfigError(f"--{flag}: every layer size must be >= 1, got {getattr(cfg, flag)}", flag=f"--{flag}")
+    if cfg.seed is not None and cfg.seed < 0:
+        raise ConfigError(f"--seed: must be >= 0, got {cfg.seed}", flag="--seed")
     if cfg.recurrence > cfg.rollout:
         raise ConfigError(f"--recurrence: must be <= --rollout ({cfg.rollout}), got {cfg.recurrence}", flag="--recurrence")
     if cfg.use_rnn and cfg.rollout % cfg.recurrence != 0:
@@ -70,3 +85,14 @@ def validate_cfg(cfg: Namespace) -> None:
                           f"got {cfg.lr_adaptive_max}", flag="--lr_adaptive_max")
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+
+
+def _check_paths(cfg: Namespace) -> None:
+    """The experiment folder must lie strictly inside --train_dir: a name like `../x` or `/x` would write
+    elsewhere, and an empty one (or `.`) would train into the root, where --restart_behavior=overwrite deletes."""
+    if not cfg.train_dir:
+        raise ConfigError("--train_dir: must name a folder, got an empty value", flag="--train_dir")
+    experiment = PurePath(cfg.experiment or "")
+    if not experiment.parts or experiment.is_absolute() or any(part in ("..", ".") for part in experiment.parts):
+        raise ConfigError(f"--experiment: must be a folder name inside --train_dir (no '..', '.' or absolute path), "
+                          f"got {cfg.experiment!r}", flag="--experiment")

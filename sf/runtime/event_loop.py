@@ -12,7 +12,6 @@ rather than inside the sender's work scopes.
 """
 from __future__ import annotations
 
-import os
 import pickle
 import time
 import traceback
@@ -92,7 +91,6 @@ class EventLoop:
         self.stop_event = stop_event
         self.stopped = False
         self.started: list[Component] = []
-        self.parent_pid = os.getppid()
         self.meter = LoopMeter(_clock())
         self.lifetime_s = 0.0
 
@@ -260,8 +258,6 @@ class EventLoop:
                         self._dispatch(msg)
                     if msgs:
                         self._flush_all()
-                    elif os.getppid() != self.parent_pid:
-                        raise RuntimeError("parent process is gone")
                 elif not busy:
                     raise RuntimeError("serial loop has nothing to do: every component is waiting on another")
                 self._run_timers()

@@ -5,6 +5,12 @@ Processes are started with the `spawn` method through `start_component_process`,
 so a later option can start any chosen kind under an external command without touching the others.
 Every process watches the shared stop event and its parent; the runner watches every process, so a
 crash anywhere ends the run within seconds, with the profiles that could be collected.
+
+Stopping: the main process alone reacts to SIGINT and SIGTERM (component processes leave both to it), sets
+the stop event, and gives the components `--stop_timeout_sec` to finish the message at hand (a learner its
+training iteration), save and send their final trees; after a crash the survivors get `CRASH_GRACE_S`,
+since one may be stuck on a queue the dead process held. A process still running then is killed, with a
+warning, and processes left behind by killed components (env engines) are ended too.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import os
 import signal
 import time
 import traceback
+from functools import partial
 
 import faster_fifo
 import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned processes)
@@ -26,6 +33,7 @@ from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
 from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
                               rollout_worker_name)
 from sf.runtime.policy_store import SharedPolicyStore
@@ -36,8 +44,11 @@ from sf.utils.process_settings import apply_process_settings, thread_limits
 log = logging.getLogger("sf")
 
 QUEUE_BYTES = 4 * 1024 * 1024
-PROFILE_WAIT_S = 5.0
-JOIN_WAIT_S = 3.0
+CRASH_GRACE_S = 3.0  # after a component died: the run must end within seconds, whatever the others do
+EXIT_WAIT_S = 2.0  # a process that has sent its final trees only has to exit
+PARENT_CHECK_S = 1.0
+WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid calls
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local) -> dict:
@@ -76,17 +87,24 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             if proc.exitcode is not None:
                 runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
 
-    loop.every(0.5, watch_processes, owner=runner)
+    loop.every(WATCH_S, watch_processes, owner=runner)
     profile = profiling.attach(cfg.profiling, "runner", RUNNER, loop, stores[0])
+    adopted = adopt_orphans()
+    keep = child_pids()  # the resource tracker: everything started from here on must be gone at the end
     with runner.timing.add_time("main_loop"):
         try:
             if profile is not None:
                 profile.begin()
+            # Components are born with SIGINT and SIGTERM blocked (all their threads, and the processes they start,
+            # such as VizDoom engines, inherit the mask): only this process reacts, by stopping the run in order,
+            # so a signal to the whole process group cannot end an engine or a learner half-way.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             with runner.timing.add_time("start_processes"):
                 for kind, a, b in specs:
                     label = _process_label(kind, a, b)
                     processes[label] = start_component_process(ctx, kind, a, b, shared)
                     log.info("started %s pid=%d", label, processes[label].pid)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
@@ -95,10 +113,18 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             stop_event.set()
             loop.measure()
             with runner.timing.add_time("wait_shutdown"):
-                _collect_profiles(runner, queues[RUNNER], processes, expected=_expected_components(cfg))
+                crashed = runner.stop_status == "error"
+                grace = min(CRASH_GRACE_S, cfg.stop_timeout_sec) if crashed else cfg.stop_timeout_sec
+                log.info("stopping (%s%s): waiting up to %.0f s for every component to finish and save",
+                         runner.stop_status or "interrupted", f": {runner.error}" if runner.error else "", grace)
+                reported = _collect_profiles(runner, queues[RUNNER], processes, _expected_components(cfg),
+                                             time.monotonic() + grace)
                 if profile is not None:
                     profile.end()
-                _join(processes, profiling.join_wait_s(cfg.profiling, JOIN_WAIT_S))
+                _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
+                end_orphans(keep)
+            if adopted:
+                adopt_orphans(False)
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
     return runner.finish()
@@ -135,6 +161,7 @@ def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict)
 
 
 def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
+    parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from sf.utils.logging import setup_logging
 
@@ -158,6 +185,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         profile = profiling.attach(cfg.profiling, kind, _process_label(kind, a, b), loop, store)
         if profile is not None:
             profile.begin()
+        loop.every(PARENT_CHECK_S, partial(_stop_if_orphaned, parent))
         loop.run()
     except StopLoop:
         pass
@@ -205,6 +233,13 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     return loop
 
 
+def _stop_if_orphaned(parent: int) -> None:
+    """A component outlives the main process only by accident (it was killed): stop, closing the envs."""
+    if os.getppid() != parent:
+        log.warning("the main process (pid %d) is gone: stopping", parent)
+        raise StopLoop
+
+
 def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
     """Every component's tree, activity and process resources: periodic snapshots, or the final profile."""
     res = resources.snapshot().to_dict()
@@ -212,9 +247,9 @@ def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
         runner_q.put((RUNNER, kind, name, os.getpid(), tree, res, activity), timeout=5.0)
 
 
-def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]) -> None:
-    """After stop: take the runner's remaining messages until every live process has sent its trees."""
-    deadline = time.monotonic() + PROFILE_WAIT_S
+def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str], deadline: float) -> set[str]:
+    """After stop: take the runner's remaining messages until every live process has sent its trees or the
+    deadline passes; return the names of the components whose final trees arrived."""
     final: set[str] = set()
     handlers = dict(runner.handlers)
     handlers["profile"] = lambda name, *profile: (final.add(name), runner.on_profile(name, *profile))
@@ -231,13 +266,29 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
                     handlers[kind](*payload)
                 except StopLoop:
                     pass
+    return final
 
 
-def _join(processes: dict, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
+def _end_processes(processes: dict, reported: set[str], grace: float, crashed: bool, exit_wait_s: float) -> None:
+    """Kill, with a warning, every process still running without having sent its trees; give the others
+    `exit_wait_s` to exit (longer while profilers write their outputs)."""
+    for label, proc in processes.items():
+        if proc.exitcode is None and label not in reported:
+            log.warning("%s", _kill_warning(label, grace, crashed))
+            proc.kill()
+    deadline = time.monotonic() + exit_wait_s
     for proc in processes.values():
         proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in processes.values():
+    for label, proc in processes.items():
         if proc.is_alive():
+            log.warning("%s sent its profile but did not exit within %.0f s: killing it", label, exit_wait_s)
             proc.kill()
             proc.join(timeout=1.0)
+
+
+def _kill_warning(label: str, grace: float, crashed: bool) -> str:
+    lost = " (most likely in the middle of a training iteration; no final checkpoint)" if label.startswith("Learner") else ""
+    if crashed:
+        return f"{label} did not stop within {grace:.0f} s after the failure{lost}: killing it"
+    return (f"{label} did not stop within --stop_timeout_sec={grace:.0f} s{lost}: killing it; "
+            f"raise --stop_timeout_sec to let it finish")

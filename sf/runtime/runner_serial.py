@@ -1,9 +1,14 @@
 """Serial placement: every component on one event loop in this process, so cProfile, yappi or
-pyinstrument see the whole program. Learner and inference worker share one model object."""
+pyinstrument see the whole program. Learner and inference worker share one model object.
+
+SIGINT and SIGTERM stay blocked while the loop runs, and a timer turns a pending one into the stop: the
+processes envs start (VizDoom engines) inherit the block, so a signal to the whole process group (Ctrl-C,
+`kill -TERM -<pgid>`) does not end an engine before its worker closes it."""
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import traceback
 
 from sf.profiling import launch as profiling
@@ -21,6 +26,9 @@ from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model
 
 log = logging.getLogger("sf")
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+SIGNAL_CHECK_S = 0.2
 
 
 def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event) -> dict:
@@ -44,22 +52,27 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
         runner.timeline = timeline.Recorder()
         loop.enable_timeline(runner.timeline)
     profile = profiling.attach(cfg.profiling, "serial", "serial", loop)
-    with runner.timing.add_time("main_loop"):
-        try:
+    loop.every(SIGNAL_CHECK_S, lambda: _take_stop_signal(stop_event))
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        with runner.timing.add_time("main_loop"):
+            try:
+                if profile is not None:
+                    profile.begin()
+                loop.run()
+            except Exception:
+                runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
+                log.error("serial run failed:\n%s", traceback.format_exc())
             if profile is not None:
-                profile.begin()
-            loop.run()
-        except Exception:
-            runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
-            log.error("serial run failed:\n%s", traceback.format_exc())
-        if profile is not None:
-            profile.end()
-        if runner.stop_status is None:
-            runner.stop_status = "interrupted" if stop_event.is_set() else "error"
-        for name, message in loop.stop_components():
-            log.error("%s failed while stopping:\n%s", name, message)
-        loop.deliver_local(RUNNER)
-        profiles = loop.profiles()
+                profile.end()
+            if runner.stop_status is None:
+                runner.stop_status = "interrupted" if stop_event.is_set() else "error"
+            for name, message in loop.stop_components():
+                log.error("%s failed while stopping:\n%s", name, message)
+            loop.deliver_local(RUNNER)
+            profiles = loop.profiles()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     res = resources.snapshot().to_dict()
     for name, tree, activity in profiles:
         if name != RUNNER:
@@ -73,3 +86,9 @@ def _share_timings(loop: EventLoop) -> None:
     for name, tree, activity in loop.profiles():
         if name != RUNNER:
             loop.send(RUNNER, "timing", name, os.getpid(), tree, res, activity)
+
+
+def _take_stop_signal(stop_event) -> None:
+    if signal.sigpending() & STOP_SIGNALS:
+        signal.sigtimedwait(STOP_SIGNALS, 0)
+        stop_event.set()

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from sf.cfg.errors import ConfigError
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.spaces import ActionSpec
 from sf.model import create_actor_critic
@@ -28,8 +29,9 @@ def probe_env(cfg) -> EnvInfo:
     finally:
         env.close()
     if cfg.exploration_loss == "symmetric_kl" and info.action_spec.continuous_dim:
-        raise ValueError("--exploration_loss=symmetric_kl needs a purely categorical action space; "
-                         f"{cfg.env} has {info.action_spec.continuous_dim} continuous action dimensions (use entropy)")
+        raise ConfigError("--exploration_loss=symmetric_kl needs a purely categorical action space; "
+                          f"{cfg.env} has {info.action_spec.continuous_dim} continuous action dimensions (use entropy)",
+                          flag="--exploration_loss")
     return info
 
 
