@@ -10,6 +10,7 @@ import logging
 import time
 from collections import deque
 
+from sf.profiling.series import SERIES_FILE, append_snapshot
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import RUNNER, learner_name, profile_order
@@ -45,7 +46,7 @@ class Runner(Component):
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "episodes": self._on_episodes,
-            "timing": self.on_profile,
+            "timing": self.on_timing,
             "profile": self.on_profile,
             "error": self._on_error,
         }
@@ -77,9 +78,19 @@ class Runner(Component):
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def on_profile(self, name: str, pid: int, tree: dict) -> None:
-        """A component's Timing tree: periodic snapshots for TensorBoard, the final one for the exit report."""
+    def on_timing(self, name: str, pid: int, tree: dict) -> None:
+        """A periodic snapshot of a component's tree: TensorBoard hotspots now, the series for `sf.profile` later."""
+        self.on_profile(name, pid, tree, final=False)
+
+    def on_profile(self, name: str, pid: int, tree: dict, final: bool = True) -> None:
+        """A component's Timing tree: periodic snapshots for TensorBoard, the final one for the exit report.
+
+        Every snapshot is also appended to `profile_series.jsonl` with the time and frame count it arrived at,
+        so a report can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
+        """
         self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
+        append_snapshot(self.experiment.dir / SERIES_FILE, time.monotonic() - self.start_time,
+                        sum(self.session_frames().values()), name, pid, tree, final)
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)

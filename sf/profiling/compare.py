@@ -1,0 +1,170 @@
+"""`sf.profile report <dir> --compare <baseline>`: two runs key by key, with run-to-run noise from their series.
+
+Every Timing key of every component is compared as seconds per env frame over the steady-state window, so runs of
+different lengths compare directly; so are each process's CPU seconds per frame, the peak memory and the FPS.
+The noise of a key is the interval-to-interval spread of the same quantity in `profile_series.jsonl`: its relative
+standard deviation over the run's summary intervals, combined over both runs. Using the spread of single intervals
+(not the standard error of their mean) is deliberate: on a shared machine, load drifts over minutes, and two runs
+of the same command differ by about as much as two intervals of one run. A key is marked when its change exceeds
+`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's time in either run.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sf.profiling.activity import Experiment, load_experiment, role_of
+from sf.profiling.series import Snapshot
+
+Z = 2.5
+MIN_CHANGE = 0.05
+MIN_SHARE = 0.02
+DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
+FIXED_NOISE = {"peak_rss_bytes": 0.10, "gpu_peak_mem_bytes": 0.10}
+
+
+@dataclass
+class DiffRow:
+    key: str
+    unit: str
+    a: float | None  # the baseline (--compare)
+    b: float | None  # the run reported on
+    change: float  # relative: (b - a) / a
+    noise: float  # relative, one standard deviation of the difference
+    marked: bool
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    run: str
+    rows: list[DiffRow]
+
+    @property
+    def marked(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.marked]
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
+    out = {}
+    for key, node in tree.items():
+        out[prefix + key] = node["time"]
+        out.update(_flat(node.get("children", {}), f"{prefix}{key}/"))
+    return out
+
+
+def _intervals(snapshots: list[Snapshot]) -> list[tuple[Snapshot, Snapshot]]:
+    """Consecutive periodic snapshot pairs after frames started counting, with frames collected in between."""
+    counted = [s for s in snapshots if s.frames > 0 and not s.final]
+    return [(a, b) for a, b in zip(counted, counted[1:]) if b.frames > a.frames and b.t > a.t]
+
+
+def _rel_spread(values: list[float]) -> float | None:
+    """Relative standard deviation of a series; None with fewer than three values."""
+    if len(values) < 3:
+        return None
+    mean = sum(values) / len(values)
+    if mean <= 0:
+        return None
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(var) / mean
+
+
+@dataclass
+class _Measure:
+    value: float
+    spread: float | None
+    share: float  # of the component's busy time, for the relevance filter
+
+
+def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
+    """(key, unit) -> the run's value and its interval spread."""
+    out: dict[tuple[str, str], _Measure] = {}
+    per_frame_total: dict[str, float] = {}
+    for c in experiment.components:
+        if c.role == "Runner":
+            continue
+        snaps = experiment.series.get(c.name, [])
+        pairs = _intervals(snaps)
+        window_frames = _window_frames(snaps) or experiment.frames
+        if window_frames <= 0:
+            continue
+        flat = _flat(c.tree)
+        total = sum(v["time"] for k, v in c.tree.items() if not k.startswith("wait_")) or 1e-12
+        per_frame_total[c.name] = total / window_frames
+        series_flat = [(_flat(a.tree), _flat(b.tree), b.frames - a.frames) for a, b in pairs]
+        for path, seconds in flat.items():
+            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / df for fa, fb, df in series_flat]
+            out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
+                                                           seconds / total if not path.startswith("wait_") else 1.0)
+        if c.cpu_s is not None:
+            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.frames - a.frames) for a, b in pairs
+                         if a.cpu_s is not None and b.cpu_s is not None]
+            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
+    fps_series = _fps_series(experiment)
+    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0)
+    profile = json.loads((experiment.path / "profile.json").read_text())
+    for name, entry in profile.items():
+        for field, value in (entry.get("resources") or {}).items():
+            if field in FIXED_NOISE and value is not None:
+                out[(f"{name}/{field}", "bytes")] = _Measure(float(value), FIXED_NOISE[field], 1.0)
+    return out
+
+
+def _window_frames(snaps: list[Snapshot]) -> int:
+    counted = [s for s in snaps if s.frames > 0 and not s.final] or [s for s in snaps if s.frames > 0]
+    return counted[-1].frames - counted[0].frames if len(counted) >= 2 else 0
+
+
+def _fps_series(experiment: Experiment) -> list[float]:
+    """Per-interval FPS from the component with the most snapshots (all share the runner's frame counter)."""
+    snaps = max((s for n, s in experiment.series.items() if role_of(n) != "Runner"), key=len, default=[])
+    return [(b.frames - a.frames) / (b.t - a.t) for a, b in _intervals(snaps)]
+
+
+def compare(baseline: Experiment, run: Experiment) -> Comparison:
+    ma, mb = _measures(baseline), _measures(run)
+    rows = []
+    for key in sorted(set(ma) | set(mb)):
+        a, b = ma.get(key), mb.get(key)
+        if a is None or b is None:
+            present = a or b
+            rows.append(DiffRow(key[0], key[1], a.value if a else None, b.value if b else None,
+                                float("inf") if a is None else -1.0, 0.0, present.share >= MIN_SHARE))
+            continue
+        change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
+        spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2)
+        relevant = max(a.share, b.share) >= MIN_SHARE
+        marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
+        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
+    return Comparison(str(baseline.path), str(run.path), rows)
+
+
+def format_text(comparison: Comparison, top: int = 30) -> str:
+    marked = comparison.marked
+    lines = [f"sf profile diff: {comparison.run}", f"baseline:        {comparison.baseline}",
+             f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)", "",
+             f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'noise':>7}"]
+    shown = sorted(comparison.rows, key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9))
+    for r in shown[:top]:
+        fmt = (lambda v: "-" if v is None else f"{v:.4g}")
+        change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
+        lines.append(f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {r.noise:>6.0%}")
+    return "\n".join(lines)
+
+
+def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
+    """Diff `run_dir` against `baseline_dir`; write profiling/compare.png in `run_dir`; return what to print."""
+    from sf.profiling import charts
+
+    comparison = compare(load_experiment(baseline_dir), load_experiment(run_dir))
+    out = Path(run_dir) / "profiling"
+    out.mkdir(exist_ok=True)
+    charts.diff_bars(comparison, out / "compare.png")
+    if as_json:
+        return json.dumps({**asdict(comparison), "marked": [r.key for r in comparison.marked]}, indent=2,
+                          default=lambda v: None)
+    return format_text(comparison)
