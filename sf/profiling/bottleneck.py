@@ -8,9 +8,9 @@ Throughput is limited by the busiest of them, so if kind X became k times faster
 
     predicted FPS = FPS * B / B',   B = max(busy fraction of each process group, CPU demand / cores)
 
-where B' is the same maximum with X's seconds divided by k. Busy time a process spent runnable but waiting for a
-core (contention, not demand) is left out, in proportion to its busy share. The verdict is the kind whose 2x speed-up
-buys the most.
+where B' is the same maximum with X's seconds divided by k. The verdict is the kind whose 2x speed-up buys the most.
+Time a process spent runnable but waiting for a core is reported, not removed: on a machine shared with other work
+every process gets a share of a core, and a process busy all the time is still the one the others wait for.
 """
 from __future__ import annotations
 
@@ -37,8 +37,7 @@ class ProcessLoad:
 
     @property
     def demand(self) -> float:
-        total = sum(self.busy.values())
-        return max(0.0, total - self.run_delay * min(1.0, total))
+        return sum(self.busy.values())
 
 
 @dataclass
@@ -157,7 +156,8 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     evidence = [f"{load.label} (x{load.count}): busy {sum(load.busy.values()):.0%} of its time, "
                 + ", ".join(f"{k} {v:.0%}" for k, v in sorted(load.busy.items(), key=lambda kv: -kv[1]))
                 + (f"; {load.cpu:.2f} cores each" if load.cpu is not None else "")
-                + (f"; waiting for a core {load.run_delay:.0%}" if load.run_delay >= 0.05 else "")
+                + (f"; runnable but waiting for a core {load.run_delay:.0%} (an oversubscribed machine inflates every"
+                   " busy time)" if load.run_delay >= 0.2 else "")
                 for load in sorted(loads, key=lambda l: -sum(l.busy.values())) if load.busy]
     if cores and all(load.cpu is not None for load in loads):
         used = sum(load.count * load.cpu for load in loads)

@@ -1,0 +1,96 @@
+"""Four short runs, each limited by a different kind of work, and a check of the report's what-if estimate.
+
+`python -m sf_examples.profiling.induced_bottlenecks --train_dir=/tmp/whatif` runs every case twice: as listed,
+and with the limiting component made faster (the env's sleep halved, the encoder narrowed, half the epochs, more
+envs per message). It prints what `sf.profile report` predicted from the first run for the speed-up actually
+measured on that component, next to the FPS change measured in the second run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sf.profiling.activity import load_experiment
+from sf.profiling.bottleneck import kind_seconds, predict_fps
+
+COMMON = ["--num_workers=2", "--benchmark=True", "--experiment_summaries_interval=1", "--seed=1", "--device=cpu"]
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    module: str
+    flags: tuple[str, ...]
+    faster: tuple[str, ...]  # flags appended to make the limiting kind about 2x faster
+    frames: int  # env frames for a run of a few seconds on two free cores
+
+    def argv(self, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None) -> list[str]:
+        return [sys.executable, "-m", self.module, *COMMON, *self.flags, *(self.faster if faster else ()),
+                f"--train_for_env_steps={frames or self.frames}", "--train_for_seconds=240",
+                f"--train_dir={train_dir}", f"--experiment={experiment}"]
+
+
+CASES = {
+    "simulation": Case("simulation", "sf_examples.profiling.sleepy_env",
+                       ("--env=sleepy_cartpole_1000us", "--num_envs_per_worker=8", "--encoder_mlp_layers", "16", "16"),
+                       ("--env=sleepy_cartpole_500us",), 16_000),
+    "inference": Case("inference", "sf_examples.train_gym_env",
+                      ("--env=CartPole-v1", "--num_envs_per_worker=2", "--encoder_mlp_layers", "2048", "2048", "2048",
+                       "--batch_size=512", "--num_batches_per_epoch=1", "--num_epochs=1", "--rollout=16"),
+                      ("--encoder_mlp_layers", "1448", "1448", "1448"), 6_000),
+    "learner": Case("learner", "sf_examples.train_gym_env",
+                    ("--env=CartPole-v1", "--num_envs_per_worker=8", "--encoder_mlp_layers", "256", "256",
+                     "--num_epochs=16"),
+                    ("--num_epochs=8",), 12_000),
+    "communication": Case("communication", "sf_examples.train_gym_env",
+                          ("--env=CartPole-v1", "--num_envs_per_worker=32", "--encoder_mlp_layers", "8", "8",
+                           "--worker_num_splits=4", "--batch_size=4096", "--num_batches_per_epoch=1", "--num_epochs=1"),
+                          ("--worker_num_splits=2",), 150_000),
+}
+
+
+def run_case(case: Case, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None,
+             timeout: float = 600) -> Path:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    subprocess.run(case.argv(train_dir, experiment, faster, frames), env=env, check=True, capture_output=True,
+                   timeout=timeout)
+    return Path(train_dir) / experiment
+
+
+def kind_per_frame(experiment_dir: Path, kind: str) -> float:
+    """Seconds of `kind` work per env frame over the steady window, summed over components."""
+    exp = load_experiment(experiment_dir)
+    seconds = sum(kind_seconds(c).get(kind, 0.0) for c in exp.components)
+    return seconds / exp.fps / max(c.lifetime_s for c in exp.components if c.role != "Runner")
+
+
+def check(case: Case, train_dir: str) -> dict:
+    base = run_case(case, train_dir, f"{case.kind}_base")
+    fast = run_case(case, train_dir, f"{case.kind}_fast", faster=True)
+    speedup = kind_per_frame(base, case.kind) / kind_per_frame(fast, case.kind)
+    fps_base, fps_fast = load_experiment(base).fps, load_experiment(fast).fps
+    predicted = predict_fps(load_experiment(base), case.kind, speedup)
+    return {"kind": case.kind, "speedup": speedup, "fps_base": fps_base, "fps_fast": fps_fast,
+            "predicted_change": predicted / fps_base - 1, "measured_change": fps_fast / fps_base - 1,
+            "fps_error": predicted / fps_fast - 1}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train_dir", default="/tmp/sf_induced_bottlenecks")
+    parser.add_argument("--kinds", nargs="*", default=list(CASES))
+    args = parser.parse_args(argv)
+    print(f"{'kind':<14} {'speed-up':>8} {'FPS before':>10} {'FPS after':>10} {'predicted':>9} {'measured':>9} {'FPS error':>9}")
+    for kind in args.kinds:
+        r = check(CASES[kind], args.train_dir)
+        print(f"{kind:<14} {r['speedup']:>7.2f}x {r['fps_base']:>10,.0f} {r['fps_fast']:>10,.0f} "
+              f"{r['predicted_change']:>+9.0%} {r['measured_change']:>+9.0%} {r['fps_error']:>+9.0%}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Weighted sampling from a replay buffer, five ways: a worked hotspot case study (docs/case-study-weighted-sampling.md).
+
+A buffer holds the return of each of 1,000,000 stored transitions. Every training step one new return overwrites
+the oldest entry, then a batch of 256 indices is drawn (with replacement), each with probability proportional to
+its return shifted to be non-negative: w_i = r_i - min(min(r), 0). The five samplers below give the same
+distribution and differ only in cost:
+
+1. `numpy`          recomputes min, shift, normalization and `choice` over the whole buffer for every batch;
+2. `torch`          the same with `torch.multinomial`;
+3. `numpy_min`      keeps the minimum incrementally and draws by one cumulative sum and a binary search;
+4. `numba`          compiles that pass into one loop (no temporaries);
+5. `sum_tree`       keeps partial sums in a tree: O(log n) per update and per draw.
+
+`python -m sf_examples.profiling.weighted_sampling --profiling_backend=cprofile` times each with Timing, runs each
+once under the chosen Python profiler, prints the profiler's top functions, the Timing tree and a speed-up table.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+
+import numba
+import numpy as np
+import torch
+
+from sf.utils.timing import Timing
+
+BUFFER = 1_000_000
+BATCH = 256
+
+
+def shift(values_min: float) -> float:
+    """The offset that makes every return non-negative: min(min(r), 0)."""
+    return min(values_min, 0.0)
+
+
+class NumpySampler:
+    """Everything recomputed per batch, as first written."""
+
+    name = "numpy"
+
+    def __init__(self, returns: np.ndarray, seed: int):
+        self.r = returns.astype(np.float64).copy()
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, index: int, value: float) -> None:
+        self.r[index] = value
+
+    def sample(self, batch: int, timing: Timing) -> np.ndarray:
+        with timing.add_time("probabilities"):
+            w = self.r + abs(shift(self.r.min()))
+            p = w / w.sum()
+        with timing.add_time("choice"):
+            return self.rng.choice(len(self.r), size=batch, p=p)
+
+
+class TorchSampler:
+    """The same computation in torch: multinomial instead of numpy's choice."""
+
+    name = "torch"
+
+    def __init__(self, returns: np.ndarray, seed: int):
+        self.r = torch.from_numpy(returns.astype(np.float64).copy())
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def add(self, index: int, value: float) -> None:
+        self.r[index] = value
+
+    def sample(self, batch: int, timing: Timing) -> np.ndarray:
+        with timing.add_time("probabilities"):
+            w = self.r - torch.clamp(self.r.min(), max=0.0)
+        with timing.add_time("choice"):
+            return torch.multinomial(w, batch, replacement=True, generator=self.gen).numpy()
+
+
+class NumpyMinSampler:
+    """The minimum kept up to date on every add (a full scan only when the minimum itself is overwritten)."""
+
+    name = "numpy_min"
+
+    def __init__(self, returns: np.ndarray, seed: int):
+        self.r = returns.astype(np.float64).copy()
+        self.rng = np.random.default_rng(seed)
+        self.min_index = int(self.r.argmin())
+
+    def add(self, index: int, value: float) -> None:
+        old_min = self.r[self.min_index]
+        self.r[index] = value
+        if value <= old_min:
+            self.min_index = index
+        elif index == self.min_index:
+            self.min_index = int(self.r.argmin())
+
+    def sample(self, batch: int, timing: Timing) -> np.ndarray:
+        with timing.add_time("cumsum"):
+            cdf = np.cumsum(self.r - shift(self.r[self.min_index]))
+        with timing.add_time("search"):
+            return np.searchsorted(cdf, self.rng.random(batch) * cdf[-1], side="right").clip(max=len(cdf) - 1)
+
+
+@numba.njit(cache=True)
+def _draw_linear(r: np.ndarray, offset: float, u: np.ndarray) -> np.ndarray:
+    """One pass: cumulative shifted sums into a reused array, then a binary search per draw."""
+    n = r.shape[0]
+    cdf = np.empty(n)
+    acc = 0.0
+    for i in range(n):
+        acc += r[i] - offset
+        cdf[i] = acc
+    out = np.empty(u.shape[0], dtype=np.int64)
+    for j in range(u.shape[0]):
+        out[j] = min(np.searchsorted(cdf, u[j] * acc, side="right"), n - 1)
+    return out
+
+
+class NumbaSampler(NumpyMinSampler):
+    """numpy_min's pass compiled by numba: no temporaries, one loop."""
+
+    name = "numba"
+
+    def sample(self, batch: int, timing: Timing) -> np.ndarray:
+        with timing.add_time("draw"):
+            return _draw_linear(self.r, shift(self.r[self.min_index]), self.rng.random(batch))
+
+
+@numba.njit(cache=True)
+def _tree_set(sums: np.ndarray, mins: np.ndarray, size: int, index: int, weight: float, value: float) -> None:
+    i = index + size
+    sums[i] = weight
+    mins[i] = value
+    i //= 2
+    while i >= 1:
+        sums[i] = sums[2 * i] + sums[2 * i + 1]
+        mins[i] = min(mins[2 * i], mins[2 * i + 1])
+        i //= 2
+
+
+@numba.njit(cache=True)
+def _tree_draw(sums: np.ndarray, size: int, excess: float, u: np.ndarray, out: np.ndarray) -> int:
+    """Descend for each draw; accept leaf i with probability (w_i - excess) / w_i. Returns the draws used."""
+    used = 0
+    for j in range(out.shape[0]):
+        while True:
+            target = u[used % u.shape[0]] * sums[1]
+            accept = u[(used + 1) % u.shape[0]]
+            used += 2
+            i = 1
+            while i < size:
+                if target < sums[2 * i]:
+                    i = 2 * i
+                else:
+                    target -= sums[2 * i]
+                    i = 2 * i + 1
+            w = sums[i]
+            if w > 0 and accept * w < w - excess:
+                out[j] = i - size
+                break
+    return used
+
+
+class SumTreeSampler:
+    """A sum tree over w_i = r_i - floor (and a min tree over r), both updated in O(log n) per add.
+
+    The true weights are w_i - excess with excess = shift(min r) - floor >= 0, because the floor is never above the
+    current shift. A draw from the tree is accepted with probability (w_i - excess) / w_i, which makes the accepted
+    draws exactly proportional to r_i - shift. When the minimum rises far enough that fewer than half the draws would
+    be accepted, the tree is rebuilt with the current shift as its floor (O(n), rare).
+    """
+
+    name = "sum_tree"
+
+    def __init__(self, returns: np.ndarray, seed: int):
+        self.n = len(returns)
+        self.size = 1 << (self.n - 1).bit_length()
+        self.r = returns.astype(np.float64).copy()
+        self.rng = np.random.default_rng(seed)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        size = self.size
+        self.floor = shift(self.r.min())
+        self.sums = np.zeros(2 * size)
+        self.mins = np.full(2 * size, np.inf)
+        self.sums[size : size + self.n] = self.r - self.floor
+        self.mins[size : size + self.n] = self.r
+        for level_start in (1 << k for k in range(size.bit_length() - 2, -1, -1)):
+            children = slice(2 * level_start, 4 * level_start)
+            self.sums[level_start : 2 * level_start] = self.sums[children].reshape(-1, 2).sum(axis=1)
+            self.mins[level_start : 2 * level_start] = self.mins[children].reshape(-1, 2).min(axis=1)
+
+    def add(self, index: int, value: float) -> None:
+        self.r[index] = value
+        if value < self.floor:
+            self.rebuild()
+            return
+        _tree_set(self.sums, self.mins, self.size, index, value - self.floor, value)
+
+    def sample(self, batch: int, timing: Timing) -> np.ndarray:
+        with timing.add_time("draw"):
+            excess = shift(self.mins[1]) - self.floor
+            if self.n * excess > 0.5 * self.sums[1]:
+                self.rebuild()
+                excess = 0.0
+            out = np.empty(batch, dtype=np.int64)
+            u = self.rng.random(4 * batch)
+            while True:  # rejections are rare; a fresh block of uniforms covers any run of them
+                used = _tree_draw(self.sums, self.size, excess, u, out)
+                if used <= len(u):
+                    return out
+                u = self.rng.random(2 * used)
+
+
+SAMPLERS = (NumpySampler, TorchSampler, NumpyMinSampler, NumbaSampler, SumTreeSampler)
+
+
+def workload(sampler, steps: int, timing: Timing, rng: np.random.Generator) -> None:
+    """`steps` training steps: overwrite the oldest return with a new one, draw a batch."""
+    n = len(sampler.r)
+    for step in range(steps):
+        with timing.add_time("add"):
+            sampler.add(step % n, float(rng.normal()))
+        with timing.add_time("sample"):
+            sampler.sample(BATCH, timing)
+
+
+def profile_once(backend: str, fn) -> str:
+    """Run `fn` under one in-process Python profiler and return its top functions as text."""
+    if backend == "cprofile":
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(fn)
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(6)
+        return "\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip())
+    if backend == "yappi":
+        import yappi
+
+        yappi.clear_stats()
+        yappi.set_clock_type("wall")
+        yappi.start()
+        fn()
+        yappi.stop()
+        stats = yappi.get_func_stats().sort("tsub")
+        return "\n".join(f"{s.tsub:9.4f}s self  {s.ncall:7d} calls  {s.full_name}" for s in list(stats)[:6])
+    if backend == "pyinstrument":
+        from pyinstrument import Profiler
+
+        profiler = Profiler()
+        profiler.start()
+        fn()
+        profiler.stop()
+        return profiler.output_text(unicode=False, color=False, show_all=False)
+    fn()
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Weighted replay sampling, five ways, timed and profiled.")
+    parser.add_argument("--buffer", type=int, default=BUFFER, help="entries in the replay buffer")
+    parser.add_argument("--seconds", type=float, default=2.0, help="time spent on each sampler (at least 5 batches)")
+    parser.add_argument("--profiling_backend", choices=("cprofile", "yappi", "pyinstrument", "none"), default="cprofile")
+    args = parser.parse_args(argv)
+    returns = np.random.default_rng(0).normal(size=args.buffer)
+    timing = Timing("weighted_sampling")
+    per_batch: dict[str, float] = {}
+    for cls in SAMPLERS:
+        sampler = cls(returns, seed=1)
+        workload(sampler, 2, Timing("warm-up"), np.random.default_rng(2))  # numba compiles here, outside the timing
+        probe = time.perf_counter()
+        workload(sampler, 3, Timing("probe"), np.random.default_rng(3))
+        steps = max(5, int(args.seconds / max(1e-7, (time.perf_counter() - probe) / 3)))
+        with timing.add_time(cls.name):
+            workload(sampler, steps, timing, np.random.default_rng(4))
+        per_batch[cls.name] = timing.get(cls.name) / steps
+        if args.profiling_backend != "none":
+            print(f"--- {cls.name}: {args.profiling_backend}, {min(steps, 50)} batches")
+            print(profile_once(args.profiling_backend,
+                               lambda: workload(sampler, min(steps, 50), Timing("profiled"), np.random.default_rng(5))))
+    print(timing.tree_str())
+    first = per_batch[SAMPLERS[0].name]
+    print(f"\n{'sampler':<12} {'ms per batch':>12} {'speed-up':>9}   (buffer {args.buffer:,}, batch {BATCH})")
+    for name, seconds in per_batch.items():
+        print(f"{name:<12} {1e3 * seconds:>12.4f} {first / seconds:>8.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
