@@ -2,8 +2,10 @@
 
 Every Timing key of every component is compared as seconds per env frame over the steady-state window, so runs of
 different lengths compare directly; so are each process's CPU seconds per frame, the peak memory and the FPS.
-The noise of a key is the interval-to-interval spread of the same quantity in `profile_series.jsonl`: its relative
-standard deviation over the run's summary intervals, combined over both runs. Using the spread of single intervals
+The noise of a key is the interval-to-interval spread of its share of time in `profile_series.jsonl` (seconds per
+second: the frame counter moves in whole learner batches, too coarse for single intervals), as a relative standard
+deviation over the run's summary intervals, combined over both runs; the FPS's own noise comes from blocks of
+intervals that each span several batches. Using the spread of single intervals
 (not the standard error of their mean) is deliberate: on a shared machine, load drifts over minutes, and two runs
 of the same command differ by about as much as two intervals of one run. A key is marked when its change exceeds
 `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's time in either run.
@@ -21,6 +23,7 @@ from sf.profiling.series import Snapshot
 Z = 2.5
 MIN_CHANGE = 0.05
 MIN_SHARE = 0.02
+BATCHES_PER_BLOCK = 8
 DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
 FIXED_NOISE = {"peak_rss_bytes": 0.10, "gpu_peak_mem_bytes": 0.10}
 
@@ -94,13 +97,13 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
         flat = _flat(c.tree)
         total = sum(v["time"] for k, v in c.tree.items() if not k.startswith("wait_")) or 1e-12
         per_frame_total[c.name] = total / window_frames
-        series_flat = [(_flat(a.tree), _flat(b.tree), b.frames - a.frames) for a, b in pairs]
+        series_flat = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in pairs]
         for path, seconds in flat.items():
-            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / df for fa, fb, df in series_flat]
+            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in series_flat]
             out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
                                                            seconds / total if not path.startswith("wait_") else 1.0)
         if c.cpu_s is not None:
-            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.frames - a.frames) for a, b in pairs
+            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in pairs
                          if a.cpu_s is not None and b.cpu_s is not None]
             out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
     fps_series = _fps_series(experiment)
@@ -119,9 +122,21 @@ def _window_frames(snaps: list[Snapshot]) -> int:
 
 
 def _fps_series(experiment: Experiment) -> list[float]:
-    """Per-interval FPS from the component with the most snapshots (all share the runner's frame counter)."""
+    """FPS over blocks of consecutive intervals, each block long enough for `BATCHES_PER_BLOCK` learner batches.
+
+    The frame counter moves in whole batches, so the FPS of a single short interval is mostly rounding.
+    """
     snaps = max((s for n, s in experiment.series.items() if role_of(n) != "Runner"), key=len, default=[])
-    return [(b.frames - a.frames) / (b.t - a.t) for a, b in _intervals(snaps)]
+    pairs = _intervals(snaps)
+    if not pairs:
+        return []
+    step = min(b.frames - a.frames for a, b in pairs)
+    rates, start = [], pairs[0][0]
+    for _, b in pairs:
+        if b.frames - start.frames >= BATCHES_PER_BLOCK * step:
+            rates.append((b.frames - start.frames) / (b.t - start.t))
+            start = b
+    return rates
 
 
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
