@@ -23,6 +23,8 @@ log = logging.getLogger("sf")
 
 
 class Learner(Component):
+    wait_key = "wait_batch"
+
     def __init__(self, cfg, policy_id: int, model: nn.Module, policy_store, device: str, checkpoints: CheckpointManager,
                  reward_scale: float):
         super().__init__(learner_name(policy_id))
@@ -39,6 +41,10 @@ class Learner(Component):
         self.handlers = {"train": self._on_train, "save": self.save}
 
     def on_start(self) -> None:
+        with self.timing.add_time("init"):
+            self._init()
+
+    def _init(self) -> None:
         cfg = self.cfg
         params = list(self.model.parameters())
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),

@@ -10,6 +10,8 @@ import logging
 import time
 from collections import deque
 
+from sf.profiling import resources
+from sf.profiling.activity import activity_level, activity_of
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import RUNNER, learner_name, profile_order
@@ -18,10 +20,12 @@ from sf.utils.timing import Timing
 log = logging.getLogger("sf")
 
 REPORT_EVERY_S = 5.0
-TOP_HOTSPOTS = 5
 
 
 class Runner(Component):
+    wait_key = "wait_messages"
+    timing_base = "main_loop"  # the placements run the whole loop inside the runner's `main_loop` scope
+
     def __init__(self, cfg, experiment: Experiment, on_stop_request=None):
         super().__init__(RUNNER)
         self.cfg = cfg
@@ -42,23 +46,29 @@ class Runner(Component):
         self.stop_status: str | None = None
         self.error: str | None = None
         self.profiles: dict[str, dict] = {}
+        self.cpu_marks: dict[str, tuple[float, float]] = {}  # component -> (wall_s, cpu_s) at its last snapshot
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "episodes": self._on_episodes,
-            "timing": self.on_profile,
+            "timing": self._on_timing,
             "profile": self.on_profile,
             "error": self._on_error,
         }
 
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
-        self.loop.every(REPORT_EVERY_S, self.report)
+        self.loop.every(REPORT_EVERY_S, self.report, owner=self)
         if not self.cfg.benchmark:
-            self.loop.every(self.cfg.save_every_sec, self._request_save)
-        self.loop.every(1.0, self._check_time_limit)
+            self.loop.every(self.cfg.save_every_sec, self._request_save, owner=self)
+        self.loop.every(1.0, self._check_time_limit, owner=self)
+        self.loop.every(self.cfg.experiment_summaries_interval, self._own_timing, owner=self)
 
     # incoming ----------------------------------------------------------------------------------------
     def _on_learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
+        with self.timing.add_time("learner_stats"):
+            self._learner_stats(policy_id, env_steps, version, stats)
+
+    def _learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
         self.env_steps[policy_id] = env_steps
         self.versions[policy_id] = version
         if stats:
@@ -77,9 +87,36 @@ class Runner(Component):
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def on_profile(self, name: str, pid: int, tree: dict) -> None:
-        """A component's Timing tree: periodic snapshots for TensorBoard, the final one for the exit report."""
-        self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
+    def on_profile(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
+        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot)."""
+        entry = {"name": name, "pid": pid, "tree": tree}
+        if res is not None:
+            entry["resources"] = res
+        if activity is not None:
+            entry["activity"] = activity
+        self.profiles[name] = entry
+
+    def _on_timing(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
+        """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
+        with self.timing.add_time("timing_scalars"):
+            self.on_profile(name, pid, tree, res, activity)
+            self._write_timing(name, activity_level(tree), res)
+
+    def _own_timing(self) -> None:
+        with self.timing.add_time("timing_scalars"):
+            self.loop.measure()
+            self._write_timing(RUNNER, activity_level(self.timing.to_dict(), self.timing_base), resources.snapshot().to_dict())
+
+    def _write_timing(self, name: str, level: dict, res: dict | None) -> None:
+        """`timing/<component>/<key>`: cumulative seconds of each top-level key; `cpu_percent` since the last one."""
+        scalars = {f"timing/{name}/{key}": entry["time"] for key, entry in level.items()}
+        if res is not None:
+            wall, cpu = res["wall_s"], res["cpu_user_s"] + res["cpu_system_s"]
+            last_wall, last_cpu = self.cpu_marks.get(name, (0.0, 0.0))
+            if wall > last_wall:
+                scalars[f"timing/{name}/cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
+            self.cpu_marks[name] = (wall, cpu)
+        self.experiment.write_scalars(0, self.total_frames(), scalars)
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
@@ -121,6 +158,10 @@ class Runner(Component):
         return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
 
     def report(self) -> None:
+        with self.timing.add_time("report"):
+            self._report()
+
+    def _report(self) -> None:
         now, frames = time.monotonic(), sum(self.session_frames().values())
         self.fps_window.append((now, frames))
         while self.fps_window and now - self.fps_window[0][0] > 300:
@@ -134,10 +175,6 @@ class Runner(Component):
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
             if self.episodes[p]:
                 scalars["len/avg_episode_length"] = sum(n for _, n in self.episodes[p]) / len(self.episodes[p])
-            for name, entry in self.profiles.items():
-                hotspots = sorted(Timing.from_dict(name, entry["tree"]).flat_items(), key=lambda item: -item[1])
-                for path, seconds in hotspots[:TOP_HOTSPOTS]:
-                    scalars[f"timing/{name}/{path}"] = seconds
             self.experiment.write_scalars(p, self.env_steps[p], scalars)
         self.experiment.flush_scalars()
 
@@ -164,12 +201,18 @@ class Runner(Component):
         }
 
     def finish(self) -> dict:
-        """Print every profile tree in contract order, then the Collected line; write profile and summary."""
-        self.report()
-        self.profiles[RUNNER] = {"name": RUNNER, "pid": self.experiment.pid, "tree": self.timing.to_dict()}
+        """Print every profile tree in contract order under its resources header, then the Collected line;
+        write profile and summary."""
+        self._report()
+        tree = self.timing.to_dict()
+        lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
+        self.on_profile(RUNNER, self.experiment.pid, tree, resources.snapshot().to_dict(),
+                        activity_of(tree, lifetime, self.timing_base).to_dict())
         for name in sorted(self.profiles, key=profile_order):
-            tree = Timing.from_dict(f"{name} profile", self.profiles[name]["tree"])
-            log.info("%s", tree.tree_str())
+            entry = self.profiles[name]
+            if "resources" in entry:
+                log.info("%s", resources.header(name, entry["resources"], entry.get("activity")))
+            log.info("%s", Timing.from_dict(f"{name} profile", entry["tree"]).tree_str())
         summary = self.summary()
         self.experiment.write_json("profile.json", self.profiles)
         self.experiment.write_json("summary.json", summary)
