@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import run_sf
+from conftest import read_scalars, run_sf
 from sf.runtime.event_loop import Component, EventLoop, StopLoop
 
 FAST = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2",
@@ -81,22 +81,105 @@ def _check_run(profile: dict, serial: bool) -> None:
         assert total == pytest.approx(loop_parts[0]["lifetime_s"], rel=0.05)
 
 
-def test_parallel_run_explains_every_components_lifetime(tmp_path):
-    result = run_sf([*FAST, "--train_for_env_steps=6000", "--experiment=act", f"--train_dir={tmp_path}"], timeout=240)
+@pytest.fixture(scope="module")
+def parallel_run(tmp_path_factory):
+    """One short parallel CartPole run shared by the tests below: (experiment dir, stdout)."""
+    train_dir = tmp_path_factory.mktemp("parallel")
+    result = run_sf([*FAST, "--train_for_env_steps=6000", "--experiment=act", f"--train_dir={train_dir}"], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:]
-    profile = json.loads((tmp_path / "act" / "profile.json").read_text())
+    return train_dir / "act", result.stdout
+
+
+def test_parallel_run_explains_every_components_lifetime(parallel_run):
+    exp, stdout = parallel_run
+    profile = json.loads((exp / "profile.json").read_text())
     _check_run(profile, serial=False)
     # Learner and Batcher share a process: the time one works is the other's wait
     learner, batcher = profile["Learner 0"]["activity"], profile["Batcher 0"]["activity"]
     assert learner["work_s"] + learner["wait_s"] == pytest.approx(batcher["work_s"] + batcher["wait_s"], rel=0.05)
     assert len({e["pid"] for e in profile.values()}) == 5
-    assert "Learner 0: cpu " in result.stdout and " s of " in result.stdout
+    for name, entry in profile.items():
+        res = entry["resources"]
+        header = f"{name}: cpu {res['cpu_user_s'] + res['cpu_system_s']:.1f} s of {res['wall_s']:.1f} s, rss "
+        assert header in stdout
+
+
+def test_summary_has_trajectory_age_and_policy_lag(parallel_run):
+    exp, _ = parallel_run
+    summary = json.loads((exp / "summary.json").read_text())
+    hist = summary["policy_lag_hist"]
+    assert len(hist["edges"]) == len(hist["counts"]) + 1 and hist["edges"][0] == 0
+    config = json.loads((exp / "config.json").read_text())
+    # every trained step is counted once: policy versions x steps per training iteration
+    assert sum(hist["counts"]) == summary["policy_versions"]["0"] * 256 * config["num_batches_per_epoch"]
+    assert max(e for e, c in zip(hist["edges"], hist["counts"]) if c) == summary["max_policy_lag"]["0"]
+    age = summary["trajectory_age_s"]
+    assert 0 < age["p50"] <= age["p95"] < summary["wall_time_s"]
+
+
+def test_tensorboard_has_timing_cpu_and_staleness(parallel_run):
+    exp, _ = parallel_run
+    scalars = read_scalars(exp)
+    profile = json.loads((exp / "profile.json").read_text())
+    for name in ("Learner 0", "RolloutWorker_w0", "InferenceWorker_p0-w0", "Batcher 0"):
+        tag = name.replace(" ", "_")
+        assert f"timing/{tag}/cpu_percent" in scalars
+        top_level = set(profile[name]["tree"])
+        written = {t.split("/", 2)[2] for t in scalars if t.startswith(f"timing/{tag}/")} - {"cpu_percent"}
+        assert written and written <= top_level
+        assert all(0 <= v <= 100 * 2 + 1 for v in scalars[f"timing/{tag}/cpu_percent"])
+    assert "timing/Runner/wait_messages" in scalars
+    assert scalars["perf/trajectory_age_p50_s"] and scalars["perf/trajectory_age_p95_s"]
+    assert _histogram_tags(exp) == {"perf/policy_lag"}
+
+
+def _histogram_tags(exp) -> set[str]:
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    tags = set()
+    for path in exp.glob(".summary/*/events.out.tfevents.*"):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 12 + length + 4
+            tags |= {value.tag for value in event.summary.value if value.HasField("histo")}
+    return tags
 
 
 def test_serial_run_splits_one_process_between_components(tmp_path):
-    result = run_sf([*FAST, "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=4000", "--experiment=ser",
+    result = run_sf([*FAST, "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=3000", "--experiment=ser",
                      f"--train_dir={tmp_path}"], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:]
     profile = json.loads((tmp_path / "ser" / "profile.json").read_text())
     _check_run(profile, serial=True)
     assert len({e["pid"] for e in profile.values()}) == 1
+
+
+def test_age_percentiles_match_the_sample_within_a_bin():
+    import numpy as np
+    import torch
+
+    from sf.profiling import staleness
+
+    rng = np.random.default_rng(0)
+    ages = rng.lognormal(mean=-2.0, sigma=1.5, size=20_000)
+    counts: dict[int, int] = {}
+    for part in np.array_split(ages, 7):  # batches add up
+        staleness.add_counts(counts, staleness.age_counts(torch.from_numpy(part)))
+    for q in (0.5, 0.95):
+        assert staleness.age_quantile(counts, q) == pytest.approx(np.quantile(ages, q), rel=0.06)
+
+
+def test_step_ages_interpolate_between_first_and_last_step():
+    import torch
+
+    from sf.profiling import staleness
+
+    stamps = torch.tensor([[10.0, 13.0], [11.0, 11.5]], dtype=torch.float64)
+    ages = staleness.step_ages(stamps, rollout=4, now=20.0)
+    assert ages.tolist() == pytest.approx([10.0, 9.0, 8.0, 7.0, 9.0, 9.0 - 0.5 / 3, 9.0 - 1.0 / 3, 8.5])
+    hist = staleness.lag_histogram(staleness.lag_counts(torch.tensor([[0, 2, 2], [3, 0, 2]])))
+    assert hist == {"edges": [0, 1, 2, 3, 4], "counts": [2, 0, 3, 1]}

@@ -8,6 +8,7 @@ or in synchronous mode for the next policy version) simply joins its group's nex
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 
 import numpy as np
@@ -75,6 +76,7 @@ class RolloutWorker(Component):
                 for key, value in obs.items():
                     obs_np[key][slot, 0] = value
                 rnn_np[slot, 0] = 0.0
+                self.buffers.np["traj_time"][slot, 0] = time.monotonic()
                 self.ready[self.split_of[i]].append(i)
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
@@ -152,6 +154,7 @@ class RolloutWorker(Component):
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
         old = int(self.slot[i])
+        self.buffers.np["traj_time"][old, 1] = time.monotonic()
         self.done_count[i] += 1
         if not self.free:
             self.need_slot.append((i, old))
@@ -165,6 +168,7 @@ class RolloutWorker(Component):
         for key, arr in b.obs_np.items():
             arr[new, 0] = arr[old, T]
         b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        b.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
         if self.episode_ended[i] and self.cfg.num_policies > 1:

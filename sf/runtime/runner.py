@@ -10,7 +10,7 @@ import logging
 import time
 from collections import deque
 
-from sf.profiling import resources
+from sf.profiling import resources, staleness
 from sf.profiling.activity import activity_level, activity_of
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
@@ -47,8 +47,13 @@ class Runner(Component):
         self.error: str | None = None
         self.profiles: dict[str, dict] = {}
         self.cpu_marks: dict[str, tuple[float, float]] = {}  # component -> (wall_s, cpu_s) at its last snapshot
+        self.ages = {p: {} for p in range(n)}  # trajectory age bin -> steps, over the whole run
+        self.lags = {p: {} for p in range(n)}  # policy lag -> steps
+        self.recent_ages = {p: {} for p in range(n)}  # the same since the last report
+        self.recent_lags = {p: {} for p in range(n)}
         self.handlers = {
             "learner_stats": self._on_learner_stats,
+            "staleness": self._on_staleness,
             "episodes": self._on_episodes,
             "timing": self._on_timing,
             "profile": self.on_profile,
@@ -83,6 +88,10 @@ class Runner(Component):
         if all(s >= self.cfg.train_for_env_steps for s in self.env_steps.values()):
             self.request_stop("ok")
 
+    def _on_staleness(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
+        for total, more in ((self.ages, ages), (self.recent_ages, ages), (self.lags, lags), (self.recent_lags, lags)):
+            staleness.add_counts(total[policy_id], more)
+
     def _on_episodes(self, policy_id: int, episodes: list[tuple[float, int]]) -> None:
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
@@ -108,13 +117,15 @@ class Runner(Component):
             self._write_timing(RUNNER, activity_level(self.timing.to_dict(), self.timing_base), resources.snapshot().to_dict())
 
     def _write_timing(self, name: str, level: dict, res: dict | None) -> None:
-        """`timing/<component>/<key>`: cumulative seconds of each top-level key; `cpu_percent` since the last one."""
-        scalars = {f"timing/{name}/{key}": entry["time"] for key, entry in level.items()}
+        """`timing/<component>/<key>`: cumulative seconds of each top-level key; `cpu_percent` since the last one.
+        TensorBoard allows no spaces in tags: "Learner 0" is written "Learner_0"."""
+        tag = name.replace(" ", "_")
+        scalars = {f"timing/{tag}/{key}": entry["time"] for key, entry in level.items()}
         if res is not None:
             wall, cpu = res["wall_s"], res["cpu_user_s"] + res["cpu_system_s"]
             last_wall, last_cpu = self.cpu_marks.get(name, (0.0, 0.0))
             if wall > last_wall:
-                scalars[f"timing/{name}/cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
+                scalars[f"timing/{tag}/cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
             self.cpu_marks[name] = (wall, cpu)
         self.experiment.write_scalars(0, self.total_frames(), scalars)
 
@@ -175,12 +186,23 @@ class Runner(Component):
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
             if self.episodes[p]:
                 scalars["len/avg_episode_length"] = sum(n for _, n in self.episodes[p]) / len(self.episodes[p])
+            if self.recent_ages[p]:
+                scalars["perf/trajectory_age_p50_s"] = staleness.age_quantile(self.recent_ages[p], 0.5)
+                scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(self.recent_ages[p], 0.95)
+            if self.recent_lags[p]:
+                self.experiment.write_histogram(p, self.env_steps[p], "perf/policy_lag", self.recent_lags[p])
+            self.recent_ages[p], self.recent_lags[p] = {}, {}
             self.experiment.write_scalars(p, self.env_steps[p], scalars)
         self.experiment.flush_scalars()
 
     def summary(self) -> dict:
         wall = time.monotonic() - self.start_time
         frames = sum(self.session_frames().values())
+        all_ages: dict[int, int] = {}
+        all_lags: dict[int, int] = {}
+        for p in self.env_steps:
+            staleness.add_counts(all_ages, self.ages[p])
+            staleness.add_counts(all_lags, self.lags[p])
         steady = float("nan")
         if self.steady_start is not None:
             t0, f0 = self.steady_start
@@ -196,6 +218,8 @@ class Runner(Component):
             "num_episodes_per_policy": dict(self.num_episodes),
             "policy_versions": dict(self.versions),
             "max_policy_lag": dict(self.max_lag),
+            "trajectory_age_s": {"p50": staleness.age_quantile(all_ages, 0.5), "p95": staleness.age_quantile(all_ages, 0.95)},
+            "policy_lag_hist": staleness.lag_histogram(all_lags),
             "status": self.stop_status or "error",
             "error": self.error,
         }

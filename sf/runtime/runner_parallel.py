@@ -200,7 +200,7 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
         except faster_fifo.Empty:
             continue
         for _, kind, *payload in msgs:
-            if kind in ("profile", "timing", "error", "episodes", "learner_stats"):
+            if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness"):
                 try:
                     handlers[kind](*payload)
                 except StopLoop:
