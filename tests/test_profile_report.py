@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sf.profiling.activity import load_experiment
+from sf.profiling.run_data import load_experiment
 from sf.profiling.bottleneck import assess, predict_fps
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case

@@ -124,6 +124,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _model_flags(_Group(parser, "model"))
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
+    _profiling_flags(_Group(parser, "profiling"))
     if evaluation:
         _evaluation_flags(_Group(parser, "evaluation"))
     if add_args is not None:
@@ -274,6 +275,13 @@ def _run_flags(g: _Group) -> None:
     g.integer("heartbeat_interval", 20, "seconds between component heartbeats")
     g.integer("heartbeat_reporting_interval", 180, "report a component whose heartbeat is older than this many seconds")
     g.boolean("with_wandb", False, "also log to Weights & Biases")
+
+
+def _profiling_flags(g: _Group) -> None:
+    g.boolean("profiling_timeline", False, "record every Timing scope of every process and merge them at exit into "
+              "profiling/timeline.json (Chrome trace format: Perfetto, chrome://tracing)")
+    g.boolean("profiling_cuda_sync", False, "on CUDA, synchronize at the end of every Timing scope, so GPU work is "
+              "charged to the scope that launched it (slower; for attribution only)")
 
 
 def _evaluation_flags(g: _Group) -> None:

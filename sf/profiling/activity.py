@@ -1,139 +1,111 @@
-"""Work, wait and loop overhead of each component, read from an experiment folder.
+"""Work versus waiting: where each component's lifetime went.
 
-The rules are the profile.json contract: top-level Timing keys named `wait_<what>` are waits, `loop_overhead` is
-the event loop's own cost, every other top-level key is work. Where `profile_series.jsonl` holds at least two
-snapshots taken after the first trained batch, the numbers cover only that steady-state window (start-up and
-shutdown left out); otherwise they cover the component's whole life, with the lifetime taken from the
-`activity` or `resources` entry, or the run's wall time.
+A component's Timing tree is read by one rule: top-level keys named `wait_<what>` are waits, the top-level key
+`loop_overhead` is the event loop's own cost, every other top-level key is work. Components time their work
+themselves; their waits and the loop's overhead are measured by the event loop (`LoopMeter`) and written into the
+trees, because only the loop sees them: the time it blocks on its inbox, the time it spends in another
+component's handlers (for components sharing a process, that is the idle one's wait), and its own dispatch and
+message (de)serialization.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from sf.profiling.series import Snapshot, read_series
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Protocol
 
 WAIT_PREFIX = "wait_"
 LOOP_OVERHEAD = "loop_overhead"
-UNATTRIBUTED = "wait_unattributed"
-ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner")
 
 
 @dataclass
-class ComponentActivity:
-    name: str
-    pid: int
-    role: str
+class Activity:
+    """One component's lifetime split into work, waits and loop overhead (seconds)."""
+
     lifetime_s: float
     work_s: float
     wait_s: float
     overhead_s: float
-    waits: dict[str, float]
-    tree: dict  # the Timing tree over the same span ({key: {time, children}})
-    cpu_s: float | None = None  # CPU seconds of the whole process over the span, where sampled
-    run_delay_s: float | None = None  # seconds the process was runnable but waited for a core
-    cores: int | None = None
-    steady: bool = False  # True: a steady-state window; False: the whole lifetime
+    waits: dict[str, float] = field(default_factory=dict)
 
-    def share(self, seconds: float) -> float:
-        return seconds / self.lifetime_s if self.lifetime_s > 0 else 0.0
+    @property
+    def coverage(self) -> float:
+        """Share of the lifetime the three parts explain (1.0 when every moment is accounted for)."""
+        return (self.work_s + self.wait_s + self.overhead_s) / self.lifetime_s if self.lifetime_s > 0 else 0.0
 
-
-@dataclass
-class Experiment:
-    path: Path
-    components: list[ComponentActivity]
-    summary: dict
-    config: dict
-    series: dict[str, list[Snapshot]] = field(default_factory=dict)
-    frames: int = 0  # frames in the window the activity covers
-    fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-def role_of(name: str) -> str:
-    return next((r for r in ROLES if name.startswith(r)), "Other")
+def activity_level(tree: dict, base: str = "") -> dict:
+    """The level of a `Timing.to_dict()` tree the rule applies to: the top level, or the children at `base`."""
+    level = tree
+    for key in filter(None, base.split("/")):
+        level = level.get(key, {}).get("children", {})
+    return level
 
 
-def subtract_trees(later: dict, earlier: dict) -> dict:
-    """The tree of what was timed between two snapshots of the same component."""
-    out = {}
-    for key, node in later.items():
-        before = earlier.get(key, {"time": 0.0, "children": {}})
-        out[key] = {"time": max(0.0, node["time"] - before["time"]),
-                    "children": subtract_trees(node.get("children", {}), before.get("children", {}))}
-    return out
+def activity_of(tree: dict, lifetime_s: float, base: str = "") -> Activity:
+    """Split a component's tree (`Timing.to_dict()` output) by the rule above."""
+    level = activity_level(tree, base)
+    waits = {key: entry["time"] for key, entry in level.items() if key.startswith(WAIT_PREFIX)}
+    overhead = level[LOOP_OVERHEAD]["time"] if LOOP_OVERHEAD in level else 0.0
+    work = sum(entry["time"] for key, entry in level.items() if key != LOOP_OVERHEAD and not key.startswith(WAIT_PREFIX))
+    return Activity(lifetime_s, work, sum(waits.values()), overhead, waits)
 
 
-def split_top_level(tree: dict) -> tuple[float, dict[str, float], float]:
-    """(work seconds, {wait key: seconds}, loop-overhead seconds) of a tree, by the contract's naming."""
-    waits = {k: v["time"] for k, v in tree.items() if k.startswith(WAIT_PREFIX)}
-    overhead = tree.get(LOOP_OVERHEAD, {"time": 0.0})["time"]
-    work = sum(v["time"] for k, v in tree.items() if not k.startswith(WAIT_PREFIX) and k != LOOP_OVERHEAD)
-    return work, waits, overhead
+class Metered(Protocol):
+    """What the meter needs of a component (sf.runtime.event_loop.Component has these)."""
+
+    name: str
+    timing: object
+    busy_s: float  # seconds the loop spent in this component's handlers, start/stop hooks and timers
+    wait_key: str  # what it waits for while the loop is elsewhere; it may change after each of its handlers
+    wait_open: str  # the key its current wait is filed under (kept by the meter)
+    timing_base: str  # where its top level is: "" or, for the runner, "main_loop"
 
 
-def _activity(name: str, pid: int, tree: dict, lifetime: float, steady: bool, **clock) -> ComponentActivity:
-    role = role_of(name)
-    if role == "Runner" and not any(k.startswith(WAIT_PREFIX) for k in tree):
-        tree = {k: v for k, v in tree.items() if k != "main_loop"}  # the runner's main_loop spans the whole run
-    work, waits, overhead = split_top_level(tree)
-    if not waits:
-        waits = {UNATTRIBUTED: max(0.0, lifetime - work - overhead)}
-    return ComponentActivity(name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree,
-                             steady=steady, **clock)
+class LoopMeter:
+    """The clocks of one event loop. Every moment of the loop's life falls in exactly one bucket: blocked on the
+    inbox, inside one component's code (its `busy_s`), deserializing, serializing and sending, running a timer
+    that belongs to no component, or the loop's own dispatch (what remains). A component's wait is the time
+    the loop was blocked or busy with another component, filed under the wait key the component had then."""
 
+    def __init__(self, now: float):
+        self.start = now
+        self.blocked_s = 0.0
+        self.deserialize_s = 0.0
+        self.serialize_s = 0.0
+        self.timers_s = 0.0
+        self._open: dict[str, tuple[str, float]] = {}  # component -> (wait key, its idle total when opened)
+        self._waits: dict[str, dict[str, float]] = {}
 
-def steady_window(snapshots: list[Snapshot]) -> tuple[Snapshot, Snapshot] | None:
-    """First and last periodic snapshots after frames started counting; the final one if no other is left."""
-    counted = [s for s in snapshots if s.frames > 0]
-    periodic = [s for s in counted if not s.final]
-    if len(periodic) >= 2:
-        return periodic[0], periodic[-1]
-    if len(counted) >= 2:
-        return counted[0], counted[-1]
-    return None
+    def _idle(self, component: Metered, busy_total: float) -> float:
+        return self.blocked_s + busy_total - component.busy_s
 
+    def switch_wait(self, component: Metered, components: Iterable[Metered]) -> None:
+        """The component's wait key changed: close the time waited under the old key."""
+        self._close(component, sum(c.busy_s for c in components))
 
-def load_experiment(path: str | Path) -> Experiment:
-    path = Path(path)
-    profile = json.loads((path / "profile.json").read_text())
-    summary = _read_json(path / "summary.json")
-    config = _read_json(path / "config.json")
-    series = read_series(path)
-    windows = {name: steady_window(snaps) for name, snaps in series.items()}
-    use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != "Runner")
-    components = []
-    frame_rates = []
-    for name, entry in profile.items():
-        window = windows.get(name) if use_windows else None
-        if window is not None:
-            a, b = window
-            clock = {}
-            if a.cpu_s is not None and b.cpu_s is not None:
-                clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": b.run_delay_s - a.run_delay_s, "cores": b.cores}
-            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), b.t - a.t, True, **clock))
-            if b.t > a.t:
-                frame_rates.append(((b.frames - a.frames), b.t - a.t))
-        else:
-            components.append(_whole_life(name, entry, summary))
-    if frame_rates:
-        frames = max(f for f, _ in frame_rates)
-        fps = sum(f for f, _ in frame_rates) / sum(t for _, t in frame_rates)
-    else:
-        frames = sum(int(v) for v in summary.get("env_frames", {}).values())
-        fps = summary.get("fps_steady") or summary.get("fps") or 0.0
-    return Experiment(path, components, summary, config, series, frames, fps)
+    def _close(self, component: Metered, busy_total: float) -> None:
+        idle = self._idle(component, busy_total)
+        key, since = self._open.get(component.name, (component.wait_key, 0.0))
+        waits = self._waits.setdefault(component.name, {})
+        waits[key] = waits.get(key, 0.0) + idle - since
+        self._open[component.name] = (component.wait_key, idle)
+        component.wait_open = component.wait_key
 
-
-def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
-    activity, resources = entry.get("activity") or {}, entry.get("resources") or {}
-    lifetime = activity.get("lifetime_s") or resources.get("wall_s") or summary.get("wall_time_s") or 0.0
-    cpu = None
-    if resources.get("cpu_user_s") is not None:
-        cpu = resources["cpu_user_s"] + resources.get("cpu_system_s", 0.0)
-    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu)
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+    def write(self, components: list[Metered], now: float) -> float:
+        """Write every component's waits and the loop overhead into its tree; return the loop's lifetime."""
+        busy_total = sum(c.busy_s for c in components)
+        lifetime = now - self.start
+        dispatch = lifetime - self.blocked_s - self.deserialize_s - self.serialize_s - self.timers_s - busy_total
+        overhead = {"dispatch": max(0.0, dispatch), "deserialize": self.deserialize_s,
+                    "serialize": self.serialize_s, "timers": self.timers_s}
+        for component in components:
+            self._close(component, busy_total)
+            prefix = f"{component.timing_base}/" if component.timing_base else ""
+            for key, seconds in self._waits[component.name].items():
+                component.timing.set(prefix + key, seconds)
+            component.timing.set(prefix + LOOP_OVERHEAD, sum(overhead.values()))
+            for key, seconds in overhead.items():
+                component.timing.set(f"{prefix}{LOOP_OVERHEAD}/{key}", seconds)
+        return lifetime

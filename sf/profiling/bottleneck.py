@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sf.profiling.activity import ComponentActivity, Experiment, LOOP_OVERHEAD, WAIT_PREFIX
+from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
+from sf.profiling.run_data import ComponentActivity, Experiment
 
 KINDS = ("simulation", "inference", "learner", "batcher", "communication")
 COMMUNICATION_KEYS = {"send_messages", "deserialize", "serialize", "enqueue_policy_requests", "releasing_batches",

@@ -10,7 +10,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sf.profiling.activity import UNATTRIBUTED, WAIT_PREFIX, ComponentActivity, Experiment, load_experiment
+from sf.profiling.activity import WAIT_PREFIX
+from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 from sf.profiling.bottleneck import Verdict, assess
 
 TOP_HOTSPOTS = 5

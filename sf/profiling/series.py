@@ -15,7 +15,9 @@ SERIES_FILE = "profile_series.jsonl"
 
 
 def process_clock(pid: int) -> tuple[float, float] | None:
-    """(CPU seconds, seconds runnable but waiting for a core) summed over the threads alive now; None off Linux."""
+    """(CPU seconds, seconds runnable but waiting for a core) summed over the threads alive now; None off Linux.
+
+    The CPU seconds are used only when the snapshot carries no `resources` (which count exited threads too)."""
     cpu = delay = 0.0
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
@@ -28,12 +30,15 @@ def process_clock(pid: int) -> tuple[float, float] | None:
     return cpu, delay
 
 
-def append_snapshot(path: Path, t: float, frames: int, name: str, pid: int, tree: dict, final: bool) -> None:
-    clock = process_clock(pid)
-    record = {"t": t, "frames": frames, "component": name, "pid": pid, "final": final,
-              "cpu_s": clock[0] if clock else None, "run_delay_s": clock[1] if clock else None,
+def append_snapshot(path: Path, t: float, frames: int, entry: dict, final: bool) -> None:
+    """entry: a profile.json entry ({name, pid, tree} and, where sent, resources and activity)."""
+    clock = process_clock(entry["pid"])
+    res = entry.get("resources") or {}
+    cpu = res["cpu_user_s"] + res["cpu_system_s"] if "cpu_user_s" in res else (clock[0] if clock else None)
+    record = {"t": t, "frames": frames, "component": entry["name"], "pid": entry["pid"], "final": final,
+              "cpu_s": cpu, "run_delay_s": clock[1] if clock else None,
               "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-              "tree": tree}
+              "tree": entry["tree"]}
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 

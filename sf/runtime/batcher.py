@@ -15,6 +15,8 @@ from sf.runtime.names import batcher_name, learner_name, rollout_worker_name
 
 
 class Batcher(Component):
+    wait_key = "wait_trajectories"
+
     def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int):
         super().__init__(batcher_name(policy_id))
         self.cfg = cfg

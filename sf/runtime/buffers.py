@@ -78,6 +78,7 @@ class TrajectoryBuffers:
             "dones": torch.zeros((n, t), dtype=torch.float32),
             "time_outs": torch.zeros((n, t), dtype=torch.float32),
             "policy_version": torch.zeros((n, t), dtype=torch.int32),
+            "traj_time": torch.zeros((n, 2), dtype=torch.float64),  # time.monotonic() of the first and last step
         }
         if shared:
             for tensor in self.all_tensors():

@@ -3,10 +3,17 @@
 A component only ever talks to others through `send(dest, kind, *payload)`. The loop decides whether
 `dest` lives in this process (a local deque, no copy) or in another one (a faster-fifo queue), so the
 same component classes run serially in one process or spread over many.
+
+The loop also keeps the clocks of work versus waiting (`sf.profiling.activity.LoopMeter`): every handler call is
+charged to its component, the time blocked on the inbox and in other components' handlers becomes a wait, and
+the loop's own dispatch and message (de)serialization become `loop_overhead`. Messages for other processes are
+collected while a handler runs and serialized after it returns, so their cost lands in the loop's overhead
+rather than inside the sender's work scopes.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import time
 import traceback
 from collections import deque
@@ -14,19 +21,40 @@ from typing import Any, Callable
 
 from faster_fifo import Empty, Queue
 
+from sf.profiling.activity import LoopMeter, activity_of
 from sf.utils.timing import Timing
 
 Message = tuple  # (dest, kind, *payload)
 
+_clock = time.perf_counter
+_deserialize_s = [0.0]  # seconds this process spent unpickling messages (one loop reads the inbox per process)
+
+
+def _timed_loads(data: bytes) -> Message:
+    """The inbox's unpickler: counts its own time, which a blocking get would otherwise hide in the wait."""
+    start = _clock()
+    msg = pickle.loads(data)
+    _deserialize_s[0] += _clock() - start
+    return msg
+
 
 class Component:
-    """Base class: a name, a Timing tree, message handlers by kind, start/stop hooks."""
+    """Base class: a name, a Timing tree, message handlers by kind, start/stop hooks.
+
+    `wait_key` names what the component waits for while the loop is elsewhere (a `wait_<what>` key of its tree);
+    a component whose wait changes with its state updates it in its handlers.
+    """
+
+    wait_key = "wait_messages"
+    timing_base = ""  # the tree level its work keys live at ("main_loop" for the runner)
 
     def __init__(self, name: str):
         self.name = name
         self.timing = Timing(name)
         self.loop: EventLoop | None = None
         self.handlers: dict[str, Callable[..., None]] = {}
+        self.busy_s = 0.0
+        self.wait_open = self.wait_key
 
     def send(self, dest: str, kind: str, *payload: Any) -> None:
         self.loop.send(dest, kind, *payload)
@@ -58,11 +86,14 @@ class EventLoop:
         self.components: dict[str, Component] = {}
         self.aliases: dict[str, str] = {}
         self.local: deque[Message] = deque()
-        self.timers: list[list] = []  # [next_time, period, fn]
+        self.outbox: list[tuple[Queue, Message]] = []
+        self.timers: list[list] = []  # [next_time, period, fn, owner]
         self.stop_event = stop_event
         self.stopped = False
         self.started: list[Component] = []
         self.parent_pid = os.getppid()
+        self.meter = LoopMeter(_clock())
+        self.lifetime_s = 0.0
 
     def add(self, component: Component, aliases: tuple[str, ...] = ()) -> None:
         component.loop = self
@@ -70,19 +101,48 @@ class EventLoop:
         for alias in aliases:
             self.aliases[alias] = component.name
 
-    def every(self, period_s: float, fn: Callable[[], None]) -> None:
-        self.timers.append([time.monotonic() + period_s, period_s, fn])
+    def every(self, period_s: float, fn: Callable[[], None], owner: Component | None = None) -> None:
+        """Call `fn` every `period_s`; its time is `owner`'s work, or the loop's overhead when it has none."""
+        self.timers.append([time.monotonic() + period_s, period_s, fn, owner])
 
     def send(self, dest: str, kind: str, *payload: Any) -> None:
         dest = self.aliases.get(dest, dest)
         if dest in self.components:
             self.local.append((dest, kind, *payload))
         else:
-            self.routes[dest].put((dest, kind, *payload), block=True, timeout=30.0)
+            self.outbox.append((self.routes[dest], (dest, kind, *payload)))
+
+    def send_outbox(self) -> None:
+        """Serialize and enqueue the messages for other processes (loop overhead)."""
+        start = _clock()
+        outbox, self.outbox = self.outbox, []
+        for queue, msg in outbox:
+            queue.put(msg, block=True, timeout=30.0)
+        self.meter.serialize_s += _clock() - start
 
     def _dispatch(self, msg: Message) -> None:
         component = self.components[self.aliases.get(msg[0], msg[0])]
-        component.handlers[msg[1]](*msg[2:])
+        start = _clock()
+        try:
+            component.handlers[msg[1]](*msg[2:])
+        finally:
+            component.busy_s += _clock() - start
+        if component.wait_key != component.wait_open:
+            self.meter.switch_wait(component, self.components.values())
+
+    def _call(self, component: Component, fn: Callable[[], None]) -> None:
+        """Run a start/flush/stop hook of `component`, charged to it."""
+        start = _clock()
+        try:
+            fn()
+        finally:
+            component.busy_s += _clock() - start
+        if component.wait_key != component.wait_open:
+            self.meter.switch_wait(component, self.components.values())
+
+    def _flush_all(self) -> None:
+        for component in self.flushing:
+            self._call(component, component.flush)
 
     def _drain_local(self) -> bool:
         """Deliver the local messages at hand (not those they cause: timers must get their turn)."""
@@ -92,8 +152,7 @@ class EventLoop:
         for _ in range(len(local)):
             self._dispatch(local.popleft())
             if not local:
-                for component in self.components.values():
-                    component.flush()
+                self._flush_all()
         return True
 
     def _run_timers(self) -> None:
@@ -101,7 +160,26 @@ class EventLoop:
         for timer in self.timers:
             if now >= timer[0]:
                 timer[0] = now + timer[1]
-                timer[2]()
+                if timer[3] is not None:
+                    self._call(timer[3], timer[2])
+                else:
+                    start = _clock()
+                    timer[2]()
+                    self.meter.timers_s += _clock() - start
+
+    def measure(self) -> float:
+        """Write waits and loop overhead into every component's tree; the loop's lifetime so far (seconds)."""
+        self.lifetime_s = self.meter.write(list(self.components.values()), _clock())
+        return self.lifetime_s
+
+    def profiles(self) -> list[tuple[str, dict, dict]]:
+        """(name, Timing tree, activity) of every component, measured now."""
+        lifetime = self.measure()
+        result = []
+        for name, component in self.components.items():
+            tree = component.timing.to_dict()
+            result.append((name, tree, activity_of(tree, lifetime, component.timing_base).to_dict()))
+        return result
 
     def _should_stop(self) -> bool:
         if self.stopped:
@@ -111,29 +189,42 @@ class EventLoop:
         return False
 
     def run(self) -> None:
+        self.meter = LoopMeter(_clock())
+        self.flushing = [c for c in self.components.values() if type(c).flush is not Component.flush]
+        meter, inbox = self.meter, self.inbox
+        if inbox is not None:
+            inbox.loads = _timed_loads
         for component in self.components.values():
-            component.on_start()
+            self._call(component, component.on_start)
             self.started.append(component)
-        for component in self.components.values():
-            component.flush()
+        self._flush_all()
         try:
             while not self._should_stop():
                 busy = self._drain_local()
-                if self.inbox is not None:
+                if self.outbox:
+                    self.send_outbox()
+                if inbox is not None:
+                    decoded = _deserialize_s[0]
+                    start = _clock()
                     try:
-                        msgs = self.inbox.get_many(block=not busy, timeout=0.05 if not busy else 0.0)
+                        msgs = inbox.get_many(block=not busy, timeout=0.05 if not busy else 0.0)
                     except Empty:
                         msgs = ()
+                    took, decoded = _clock() - start, _deserialize_s[0] - decoded
+                    meter.deserialize_s += decoded if not busy else took
+                    if not busy:
+                        meter.blocked_s += took - decoded
                     for msg in msgs:
                         self._dispatch(msg)
                     if msgs:
-                        for component in self.components.values():
-                            component.flush()
+                        self._flush_all()
                     elif os.getppid() != self.parent_pid:
                         raise RuntimeError("parent process is gone")
                 elif not busy:
                     raise RuntimeError("serial loop has nothing to do: every component is waiting on another")
                 self._run_timers()
+                if self.outbox:
+                    self.send_outbox()
         except StopLoop:
             pass
         finally:
@@ -153,7 +244,9 @@ class EventLoop:
         failures = []
         for component in self.started:
             try:
-                component.on_stop()
+                self._call(component, component.on_stop)
             except Exception:
                 failures.append((component.name, traceback.format_exc()))
+        if self.outbox:
+            self.send_outbox()
         return failures

@@ -48,6 +48,15 @@ class Experiment:
             if value is not None and not (isinstance(value, float) and math.isnan(value)):
                 writer.add_scalar(key, value, step)
 
+    def write_histogram(self, policy_id: int, step: int, tag: str, counts: dict[int, int]) -> None:
+        """A histogram of integer values (value -> count), one bucket per value."""
+        values = sorted(counts)
+        total = sum(counts.values())
+        self.writer(policy_id).add_histogram_raw(
+            tag, min=values[0], max=values[-1], num=total, sum=sum(v * c for v, c in counts.items()),
+            sum_squares=sum(v * v * c for v, c in counts.items()), bucket_limits=[v + 0.5 for v in values],
+            bucket_counts=[counts[v] for v in values], global_step=step)
+
     def flush_scalars(self) -> None:
         for writer in self.writers.values():
             writer.flush()

@@ -11,6 +11,8 @@ from sf.runtime.names import inference_worker_name, rollout_worker_name
 
 
 class InferenceWorker(Component):
+    wait_key = "wait_requests"
+
     def __init__(self, cfg, policy_id: int, worker_idx: int, buffers: TrajectoryBuffers, model, policy_store, device: str):
         super().__init__(inference_worker_name(policy_id, worker_idx))
         self.cfg = cfg

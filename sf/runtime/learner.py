@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 import torch
 from torch import nn
@@ -15,6 +16,7 @@ from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
+from sf.profiling import staleness
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import Component
 from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_name
@@ -23,6 +25,8 @@ log = logging.getLogger("sf")
 
 
 class Learner(Component):
+    wait_key = "wait_batch"
+
     def __init__(self, cfg, policy_id: int, model: nn.Module, policy_store, device: str, checkpoints: CheckpointManager,
                  reward_scale: float):
         super().__init__(learner_name(policy_id))
@@ -39,6 +43,10 @@ class Learner(Component):
         self.handlers = {"train": self._on_train, "save": self.save}
 
     def on_start(self) -> None:
+        with self.timing.add_time("init"):
+            self._init()
+
+    def _init(self) -> None:
         cfg = self.cfg
         params = list(self.model.parameters())
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
@@ -55,6 +63,7 @@ class Learner(Component):
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, {})
 
     def _on_train(self, batch: dict, new_frames: int, dropped: int) -> None:
+        received = time.monotonic()
         self.env_steps += new_frames
         with self.timing.add_time("prepare_batch"):
             data = self._prepare(batch)
@@ -70,6 +79,9 @@ class Learner(Component):
         lag = (self.version - 1 - batch["policy_version"]).float()
         stats["policy_lag"] = float(lag.mean())
         stats["policy_lag_max"] = float(lag.max())
+        with self.timing.add_time("staleness"):
+            ages = staleness.step_ages(batch["traj_time"], self.cfg.rollout, received)
+            self.send(RUNNER, "staleness", self.policy_id, staleness.age_counts(ages), staleness.lag_counts(lag))
         stats["dropped_trajectories"] = float(dropped)
         stats["lr"] = self.lr
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)

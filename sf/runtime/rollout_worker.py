@@ -8,6 +8,7 @@ or in synchronous mode for the next policy version) simply joins its group's nex
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 
 import numpy as np
@@ -19,6 +20,8 @@ from sf.runtime.names import batcher_name, policy_queue_name, rollout_worker_nam
 
 
 class RolloutWorker(Component):
+    wait_key = "wait_actions"
+
     def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers):
         super().__init__(rollout_worker_name(worker_idx))
         self.cfg = cfg
@@ -73,8 +76,9 @@ class RolloutWorker(Component):
                 for key, value in obs.items():
                     obs_np[key][slot, 0] = value
                 rnn_np[slot, 0] = 0.0
+                self.buffers.np["traj_time"][slot, 0] = time.monotonic()
                 self.ready[self.split_of[i]].append(i)
-        self.loop.every(1.0, self._send_episode_stats)
+        self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
 
@@ -127,6 +131,19 @@ class RolloutWorker(Component):
         for policy_id, slots in finished.items():
             self.send(batcher_name(policy_id), "trajectories", slots)
         self._request(split)
+        self._update_wait()
+
+    def _update_wait(self) -> None:
+        """Name what the worker waits for now: actions while a request is out, else a new policy version
+        (synchronous mode, every env has its quota) or free slots (the batcher still holds them all)."""
+        if self.inflight:
+            self.wait_key = "wait_actions"
+        elif self.parked:
+            self.wait_key = "wait_policy_version"
+        elif self.need_slot:
+            self.wait_key = "wait_slots"
+        else:
+            self.wait_key = "wait_actions"
 
     def _episode_done(self, i: int) -> None:
         self.episodes.setdefault(int(self.policy[i]), []).append((float(self.ep_return[i]), int(self.ep_len[i])))
@@ -137,6 +154,7 @@ class RolloutWorker(Component):
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
         old = int(self.slot[i])
+        self.buffers.np["traj_time"][old, 1] = time.monotonic()
         self.done_count[i] += 1
         if not self.free:
             self.need_slot.append((i, old))
@@ -150,6 +168,7 @@ class RolloutWorker(Component):
         for key, arr in b.obs_np.items():
             arr[new, 0] = arr[old, T]
         b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        b.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
         if self.episode_ended[i] and self.cfg.num_policies > 1:
@@ -194,6 +213,7 @@ class RolloutWorker(Component):
             touched.add(split)
         for split in touched:
             self._request(split)
+        self._update_wait()
 
     def _on_version(self, policy_id: int, version: int) -> None:
         if version <= self.version[policy_id]:
@@ -211,6 +231,7 @@ class RolloutWorker(Component):
                 self.done_count[i] = 0
         for split in touched:
             self._request(split)
+        self._update_wait()
 
     def _send_episode_stats(self) -> None:
         for policy_id, episodes in self.episodes.items():

@@ -10,6 +10,8 @@ import logging
 import time
 from collections import deque
 
+from sf.profiling import resources, staleness
+from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.series import SERIES_FILE, append_snapshot
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
@@ -19,10 +21,12 @@ from sf.utils.timing import Timing
 log = logging.getLogger("sf")
 
 REPORT_EVERY_S = 5.0
-TOP_HOTSPOTS = 5
 
 
 class Runner(Component):
+    wait_key = "wait_messages"
+    timing_base = "main_loop"  # the placements run the whole loop inside the runner's `main_loop` scope
+
     def __init__(self, cfg, experiment: Experiment, on_stop_request=None):
         super().__init__(RUNNER)
         self.cfg = cfg
@@ -43,23 +47,34 @@ class Runner(Component):
         self.stop_status: str | None = None
         self.error: str | None = None
         self.profiles: dict[str, dict] = {}
+        self.cpu_marks: dict[str, tuple[float, float]] = {}  # component -> (wall_s, cpu_s) at its last snapshot
+        self.ages = {p: {} for p in range(n)}  # trajectory age bin -> steps, over the whole run
+        self.lags = {p: {} for p in range(n)}  # policy lag -> steps
+        self.recent_ages = {p: {} for p in range(n)}  # the same since the last report
+        self.recent_lags = {p: {} for p in range(n)}
         self.handlers = {
             "learner_stats": self._on_learner_stats,
+            "staleness": self._on_staleness,
             "episodes": self._on_episodes,
-            "timing": self.on_timing,
+            "timing": self._on_timing,
             "profile": self.on_profile,
             "error": self._on_error,
         }
 
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
-        self.loop.every(REPORT_EVERY_S, self.report)
+        self.loop.every(REPORT_EVERY_S, self.report, owner=self)
         if not self.cfg.benchmark:
-            self.loop.every(self.cfg.save_every_sec, self._request_save)
-        self.loop.every(1.0, self._check_time_limit)
+            self.loop.every(self.cfg.save_every_sec, self._request_save, owner=self)
+        self.loop.every(1.0, self._check_time_limit, owner=self)
+        self.loop.every(self.cfg.experiment_summaries_interval, self._own_timing, owner=self)
 
     # incoming ----------------------------------------------------------------------------------------
     def _on_learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
+        with self.timing.add_time("learner_stats"):
+            self._learner_stats(policy_id, env_steps, version, stats)
+
+    def _learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
         self.env_steps[policy_id] = env_steps
         self.versions[policy_id] = version
         if stats:
@@ -74,23 +89,53 @@ class Runner(Component):
         if all(s >= self.cfg.train_for_env_steps for s in self.env_steps.values()):
             self.request_stop("ok")
 
+    def _on_staleness(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
+        for total, more in ((self.ages, ages), (self.recent_ages, ages), (self.lags, lags), (self.recent_lags, lags)):
+            staleness.add_counts(total[policy_id], more)
+
     def _on_episodes(self, policy_id: int, episodes: list[tuple[float, int]]) -> None:
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def on_timing(self, name: str, pid: int, tree: dict) -> None:
-        """A periodic snapshot of a component's tree: TensorBoard hotspots now, the series for `sf.profile` later."""
-        self.on_profile(name, pid, tree, final=False)
+    def on_profile(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None,
+                   final: bool = True) -> None:
+        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot).
 
-    def on_profile(self, name: str, pid: int, tree: dict, final: bool = True) -> None:
-        """A component's Timing tree: periodic snapshots for TensorBoard, the final one for the exit report.
-
-        Every snapshot is also appended to `profile_series.jsonl` with the time and frame count it arrived at,
-        so a report can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
+        Every one is also appended to `profile_series.jsonl` with the time and frame count it arrived at, so a report
+        can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
         """
-        self.profiles[name] = {"name": name, "pid": pid, "tree": tree}
+        entry = {"name": name, "pid": pid, "tree": tree}
+        if res is not None:
+            entry["resources"] = res
+        if activity is not None:
+            entry["activity"] = activity
+        self.profiles[name] = entry
         append_snapshot(self.experiment.dir / SERIES_FILE, time.monotonic() - self.start_time,
-                        sum(self.session_frames().values()), name, pid, tree, final)
+                        sum(self.session_frames().values()), entry, final)
+
+    def _on_timing(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
+        """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
+        with self.timing.add_time("timing_scalars"):
+            self.on_profile(name, pid, tree, res, activity, final=False)
+            self._write_timing(name, activity_level(tree), res)
+
+    def _own_timing(self) -> None:
+        with self.timing.add_time("timing_scalars"):
+            self.loop.measure()
+            self._write_timing(RUNNER, activity_level(self.timing.to_dict(), self.timing_base), resources.snapshot().to_dict())
+
+    def _write_timing(self, name: str, level: dict, res: dict | None) -> None:
+        """`timing/<component>/<key>`: cumulative seconds of each top-level key; `cpu_percent` since the last one.
+        TensorBoard allows no spaces in tags: "Learner 0" is written "Learner_0"."""
+        tag = name.replace(" ", "_")
+        scalars = {f"timing/{tag}/{key}": entry["time"] for key, entry in level.items()}
+        if res is not None:
+            wall, cpu = res["wall_s"], res["cpu_user_s"] + res["cpu_system_s"]
+            last_wall, last_cpu = self.cpu_marks.get(name, (0.0, 0.0))
+            if wall > last_wall:
+                scalars[f"timing/{tag}/cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
+            self.cpu_marks[name] = (wall, cpu)
+        self.experiment.write_scalars(0, self.total_frames(), scalars)
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
@@ -132,6 +177,10 @@ class Runner(Component):
         return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
 
     def report(self) -> None:
+        with self.timing.add_time("report"):
+            self._report()
+
+    def _report(self) -> None:
         now, frames = time.monotonic(), sum(self.session_frames().values())
         self.fps_window.append((now, frames))
         while self.fps_window and now - self.fps_window[0][0] > 300:
@@ -145,16 +194,23 @@ class Runner(Component):
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
             if self.episodes[p]:
                 scalars["len/avg_episode_length"] = sum(n for _, n in self.episodes[p]) / len(self.episodes[p])
-            for name, entry in self.profiles.items():
-                hotspots = sorted(Timing.from_dict(name, entry["tree"]).flat_items(), key=lambda item: -item[1])
-                for path, seconds in hotspots[:TOP_HOTSPOTS]:
-                    scalars[f"timing/{name}/{path}"] = seconds
+            if self.recent_ages[p]:
+                scalars["perf/trajectory_age_p50_s"] = staleness.age_quantile(self.recent_ages[p], 0.5)
+                scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(self.recent_ages[p], 0.95)
+            if self.recent_lags[p]:
+                self.experiment.write_histogram(p, self.env_steps[p], "perf/policy_lag", self.recent_lags[p])
+            self.recent_ages[p], self.recent_lags[p] = {}, {}
             self.experiment.write_scalars(p, self.env_steps[p], scalars)
         self.experiment.flush_scalars()
 
     def summary(self) -> dict:
         wall = time.monotonic() - self.start_time
         frames = sum(self.session_frames().values())
+        all_ages: dict[int, int] = {}
+        all_lags: dict[int, int] = {}
+        for p in self.env_steps:
+            staleness.add_counts(all_ages, self.ages[p])
+            staleness.add_counts(all_lags, self.lags[p])
         steady = float("nan")
         if self.steady_start is not None:
             t0, f0 = self.steady_start
@@ -170,17 +226,25 @@ class Runner(Component):
             "num_episodes_per_policy": dict(self.num_episodes),
             "policy_versions": dict(self.versions),
             "max_policy_lag": dict(self.max_lag),
+            "trajectory_age_s": {"p50": staleness.age_quantile(all_ages, 0.5), "p95": staleness.age_quantile(all_ages, 0.95)},
+            "policy_lag_hist": staleness.lag_histogram(all_lags),
             "status": self.stop_status or "error",
             "error": self.error,
         }
 
     def finish(self) -> dict:
-        """Print every profile tree in contract order, then the Collected line; write profile and summary."""
-        self.report()
-        self.profiles[RUNNER] = {"name": RUNNER, "pid": self.experiment.pid, "tree": self.timing.to_dict()}
+        """Print every profile tree in contract order under its resources header, then the Collected line;
+        write profile and summary."""
+        self._report()
+        tree = self.timing.to_dict()
+        lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
+        self.on_profile(RUNNER, self.experiment.pid, tree, resources.snapshot().to_dict(),
+                        activity_of(tree, lifetime, self.timing_base).to_dict())
         for name in sorted(self.profiles, key=profile_order):
-            tree = Timing.from_dict(f"{name} profile", self.profiles[name]["tree"])
-            log.info("%s", tree.tree_str())
+            entry = self.profiles[name]
+            if "resources" in entry:
+                log.info("%s", resources.header(name, entry["resources"], entry.get("activity")))
+            log.info("%s", Timing.from_dict(f"{name} profile", entry["tree"]).tree_str())
         summary = self.summary()
         self.experiment.write_json("profile.json", self.profiles)
         self.experiment.write_json("summary.json", summary)

@@ -20,6 +20,7 @@ import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned proce
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
+from sf.profiling import resources
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
@@ -69,21 +70,24 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             if proc.exitcode is not None:
                 runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
 
-    loop.every(0.5, watch_processes)
+    loop.every(0.5, watch_processes, owner=runner)
     with runner.timing.add_time("main_loop"):
         try:
-            for kind, a, b in specs:
-                label = _process_label(kind, a, b)
-                processes[label] = start_component_process(ctx, kind, a, b, shared)
-                log.info("started %s pid=%d", label, processes[label].pid)
+            with runner.timing.add_time("start_processes"):
+                for kind, a, b in specs:
+                    label = _process_label(kind, a, b)
+                    processes[label] = start_component_process(ctx, kind, a, b, shared)
+                    log.info("started %s pid=%d", label, processes[label].pid)
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
             log.error("runner failed:\n%s", traceback.format_exc())
         finally:
             stop_event.set()
-            _collect_profiles(runner, queues[RUNNER], processes, expected=_expected_components(cfg))
-            _join(processes)
+            loop.measure()
+            with runner.timing.add_time("wait_shutdown"):
+                _collect_profiles(runner, queues[RUNNER], processes, expected=_expected_components(cfg))
+                _join(processes)
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
     return runner.finish()
@@ -124,6 +128,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
     restore_registry(shared["envs"])
+    if kind != "rollout":
+        resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
     queues = shared["queues"]
     runner_q = queues[RUNNER]
     loop = None
@@ -141,8 +147,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         for name, message in loop.stop_components():
             exit_code = 1
             runner_q.put((RUNNER, "error", name, message), timeout=5.0)
-        for name, component in loop.components.items():
-            runner_q.put((RUNNER, "profile", name, os.getpid(), component.timing.to_dict()), timeout=5.0)
+        _share_timings(loop, runner_q, kind="profile")
     os._exit(exit_code)
 
 
@@ -174,9 +179,11 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     return loop
 
 
-def _share_timings(loop: EventLoop, runner_q) -> None:
-    for name, component in loop.components.items():
-        runner_q.put((RUNNER, "timing", name, os.getpid(), component.timing.to_dict()), timeout=5.0)
+def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
+    """Every component's tree, activity and process resources: periodic snapshots, or the final profile."""
+    res = resources.snapshot().to_dict()
+    for name, tree, activity in loop.profiles():
+        runner_q.put((RUNNER, kind, name, os.getpid(), tree, res, activity), timeout=5.0)
 
 
 def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]) -> None:
@@ -184,7 +191,7 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
     deadline = time.monotonic() + PROFILE_WAIT_S
     final: set[str] = set()
     handlers = dict(runner.handlers)
-    handlers["profile"] = lambda name, pid, tree: (final.add(name), runner.on_profile(name, pid, tree))
+    handlers["profile"] = lambda name, *profile: (final.add(name), runner.on_profile(name, *profile))
     while time.monotonic() < deadline and not final >= expected:
         if all(p.exitcode is not None for p in processes.values()) and inbox.empty():
             break
@@ -193,7 +200,7 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
         except faster_fifo.Empty:
             continue
         for _, kind, *payload in msgs:
-            if kind in ("profile", "timing", "error", "episodes", "learner_stats"):
+            if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness"):
                 try:
                     handlers[kind](*payload)
                 except StopLoop:

@@ -6,6 +6,7 @@ import logging
 import os
 import traceback
 
+from sf.profiling import resources
 from sf.runtime.batcher import Batcher
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
@@ -37,24 +38,29 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     loop.add(runner)
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop))
 
+    resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
     with runner.timing.add_time("main_loop"):
         try:
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
             log.error("serial run failed:\n%s", traceback.format_exc())
-    if runner.stop_status is None:
-        runner.stop_status = "interrupted" if stop_event.is_set() else "error"
-    for name, message in loop.stop_components():
-        log.error("%s failed while stopping:\n%s", name, message)
-    loop.deliver_local(RUNNER)
-    for name, component in loop.components.items():
+        if runner.stop_status is None:
+            runner.stop_status = "interrupted" if stop_event.is_set() else "error"
+        for name, message in loop.stop_components():
+            log.error("%s failed while stopping:\n%s", name, message)
+        loop.deliver_local(RUNNER)
+        profiles = loop.profiles()
+    res = resources.snapshot().to_dict()
+    for name, tree, activity in profiles:
         if name != RUNNER:
-            runner.on_profile(name, os.getpid(), component.timing.to_dict())
+            runner.on_profile(name, os.getpid(), tree, res, activity)
     return runner.finish()
 
 
 def _share_timings(loop: EventLoop) -> None:
-    for name, component in loop.components.items():
+    """Snapshots for TensorBoard: every component shares this process, hence its resources."""
+    res = resources.snapshot().to_dict()
+    for name, tree, activity in loop.profiles():
         if name != RUNNER:
-            loop.send(RUNNER, "timing", name, os.getpid(), component.timing.to_dict())
+            loop.send(RUNNER, "timing", name, os.getpid(), tree, res, activity)

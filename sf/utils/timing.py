@@ -152,6 +152,19 @@ class Timing:
             node = node.children[key]
         return node.time
 
+    def set(self, path: str, seconds: float) -> None:
+        """Record a total measured elsewhere at a slash-separated path, creating the nodes on the way.
+
+        For times a component cannot scope itself, such as the waits its event loop measures for it.
+        """
+        node = self._root
+        for key in path.split("/"):
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = _Node(self, node, key)
+            node = child
+        node.time = seconds
+
     def flat_items(self) -> list[tuple[str, float]]:
         """Every node as ("parent/child", seconds), depth first in insertion order (for TensorBoard scalars)."""
         return _depth_first(self._root, "")

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sf.profiling.activity import load_experiment
+from sf.profiling.run_data import load_experiment
 from sf.profiling.bottleneck import kind_seconds, predict_fps
 
 COMMON = ["--num_workers=2", "--benchmark=True", "--experiment_summaries_interval=1", "--seed=1", "--device=cpu"]
