@@ -18,6 +18,7 @@ TOP_HOTSPOTS = 5
 WAITED_ON = {
     "wait_actions": "inference workers",
     "wait_policy_version": "the learner (next policy version)",
+    "wait_slots": "the batcher and learner (free trajectory slots)",
     "wait_requests": "rollout workers",
     "wait_batch": "the batcher (experience from rollout workers)",
     "wait_trajectories": "rollout workers",

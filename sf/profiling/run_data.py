@@ -111,7 +111,8 @@ def load_experiment(path: str | Path) -> Experiment:
             clock = {}
             if a.cpu_s is not None and b.cpu_s is not None:
                 clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": b.run_delay_s - a.run_delay_s, "cores": b.cores}
-            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), b.t - a.t, True, **clock))
+            span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
+            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), span, True, **clock))
             if b.t > a.t:
                 frame_rates.append(((b.frames - a.frames), b.t - a.t))
         else:

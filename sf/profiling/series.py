@@ -38,7 +38,7 @@ def append_snapshot(path: Path, t: float, frames: int, entry: dict, final: bool)
     record = {"t": t, "frames": frames, "component": entry["name"], "pid": entry["pid"], "final": final,
               "cpu_s": cpu, "run_delay_s": clock[1] if clock else None,
               "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-              "tree": entry["tree"]}
+              "lifetime_s": (entry.get("activity") or {}).get("lifetime_s"), "tree": entry["tree"]}
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -53,6 +53,7 @@ class Snapshot:
     run_delay_s: float | None
     cores: int
     tree: dict
+    lifetime_s: float | None = None  # the component's own clock, where the snapshot carries its activity
 
 
 def read_series(experiment_dir: Path) -> dict[str, list[Snapshot]]:
@@ -69,5 +70,5 @@ def read_series(experiment_dir: Path) -> dict[str, list[Snapshot]]:
     for r in records[start:]:
         series.setdefault(r["component"], []).append(
             Snapshot(r["t"], r["frames"], r["pid"], r["final"], r.get("cpu_s"), r.get("run_delay_s"),
-                     r.get("cores") or os.cpu_count() or 1, r["tree"]))
+                     r.get("cores") or os.cpu_count() or 1, r["tree"], r.get("lifetime_s")))
     return series

@@ -56,8 +56,10 @@ CASES = {
 def run_case(case: Case, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None,
              timeout: float = 600) -> Path:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    subprocess.run(case.argv(train_dir, experiment, faster, frames), env=env, check=True, capture_output=True,
-                   timeout=timeout)
+    done = subprocess.run(case.argv(train_dir, experiment, faster, frames), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{case.kind} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return Path(train_dir) / experiment
 
 
