@@ -2,13 +2,14 @@
 
 Every Timing key of every component is compared as seconds per env frame over the steady-state window, so runs of
 different lengths compare directly; so are each process's CPU seconds per frame, the peak memory and the FPS.
-The noise of a key is the interval-to-interval spread of its share of time in `profile_series.jsonl` (seconds per
-second: the frame counter moves in whole learner batches, too coarse for single intervals), as a relative standard
-deviation over the run's summary intervals, combined over both runs; the FPS's own noise comes from blocks of
-intervals that each span several batches. Using the spread of single intervals
-(not the standard error of their mean) is deliberate: on a shared machine, load drifts over minutes, and two runs
-of the same command differ by about as much as two intervals of one run. A key is marked when its change exceeds
-`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's time in either run.
+The noise of a key comes from `profile_series.jsonl`: the steady part of each run is cut into five consecutive
+blocks, the key's share of time (seconds per second) is taken in each block, and its relative standard deviation over
+the blocks is the run's noise; the two runs' noises combine as sqrt(a^2 + b^2). Shares of time, not seconds per
+frame, because the frame counter moves in whole learner batches. The spread of block means is deliberately not
+divided by sqrt(5) (the standard error of the run's mean): on a shared machine load drifts over minutes, and two
+runs of the same command differ by about as much as two fifths of one run do.
+A key is marked when its change exceeds
+`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run.
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from pathlib import Path
 from sf.profiling.run_data import Experiment, load_experiment, role_of
 from sf.profiling.series import Snapshot
 
-Z = 2.5
+Z = 2.0
 MIN_CHANGE = 0.05
-MIN_SHARE = 0.02
-BATCHES_PER_BLOCK = 8
+MIN_SHARE = 0.01
+BLOCKS = 5
+MIN_BLOCKS = 3
 DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
 FIXED_NOISE = {"peak_rss_bytes": 0.10, "gpu_peak_mem_bytes": 0.10}
 
@@ -58,15 +60,20 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def _intervals(snapshots: list[Snapshot]) -> list[tuple[Snapshot, Snapshot]]:
-    """Consecutive periodic snapshot pairs after frames started counting, with frames collected in between."""
+def _blocks(snapshots: list[Snapshot]) -> list[tuple[Snapshot, Snapshot]]:
+    """The steady part of a run cut into `BLOCKS` consecutive stretches of about equal length (fewer if short)."""
     counted = [s for s in snapshots if s.frames > 0 and not s.final]
-    return [(a, b) for a, b in zip(counted, counted[1:]) if b.frames > a.frames and b.t > a.t]
+    n = len(counted) - 1
+    blocks = min(BLOCKS, n // 2)
+    if blocks < MIN_BLOCKS:
+        return []
+    edges = [round(i * n / blocks) for i in range(blocks + 1)]
+    return [(counted[a], counted[b]) for a, b in zip(edges, edges[1:])]
 
 
 def _rel_spread(values: list[float]) -> float | None:
-    """Relative standard deviation of a series; None with fewer than three values."""
-    if len(values) < 3:
+    """Relative standard deviation of a series; None when too short to tell."""
+    if len(values) < MIN_BLOCKS:
         return None
     mean = sum(values) / len(values)
     if mean <= 0:
@@ -79,31 +86,29 @@ def _rel_spread(values: list[float]) -> float | None:
 class _Measure:
     value: float
     spread: float | None
-    share: float  # of the component's busy time, for the relevance filter
+    share: float  # of the component's lifetime, for the relevance filter
 
 
 def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
     """(key, unit) -> the run's value and its interval spread."""
     out: dict[tuple[str, str], _Measure] = {}
-    per_frame_total: dict[str, float] = {}
     for c in experiment.components:
         if c.role == "Runner":
             continue
         snaps = experiment.series.get(c.name, [])
-        pairs = _intervals(snaps)
+        blocks = _blocks(snaps)
         window_frames = _window_frames(snaps) or experiment.frames
         if window_frames <= 0:
             continue
         flat = _flat(c.tree)
-        total = sum(v["time"] for k, v in c.tree.items() if not k.startswith("wait_")) or 1e-12
-        per_frame_total[c.name] = total / window_frames
-        series_flat = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in pairs]
+        lifetime = c.lifetime_s or 1e-12
+        flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
-            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in series_flat]
+            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
             out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
-                                                           seconds / total if not path.startswith("wait_") else 1.0)
+                                                           seconds / lifetime)
         if c.cpu_s is not None:
-            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in pairs
+            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
                          if a.cpu_s is not None and b.cpu_s is not None]
             out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
     fps_series = _fps_series(experiment)
@@ -122,21 +127,9 @@ def _window_frames(snaps: list[Snapshot]) -> int:
 
 
 def _fps_series(experiment: Experiment) -> list[float]:
-    """FPS over blocks of consecutive intervals, each block long enough for `BATCHES_PER_BLOCK` learner batches.
-
-    The frame counter moves in whole batches, so the FPS of a single short interval is mostly rounding.
-    """
+    """FPS per block, from the component with the most snapshots (all share the runner's frame counter)."""
     snaps = max((s for n, s in experiment.series.items() if role_of(n) != "Runner"), key=len, default=[])
-    pairs = _intervals(snaps)
-    if not pairs:
-        return []
-    step = min(b.frames - a.frames for a, b in pairs)
-    rates, start = [], pairs[0][0]
-    for _, b in pairs:
-        if b.frames - start.frames >= BATCHES_PER_BLOCK * step:
-            rates.append((b.frames - start.frames) / (b.t - start.t))
-            start = b
-    return rates
+    return [(b.frames - a.frames) / (b.t - a.t) for a, b in _blocks(snaps)]
 
 
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
