@@ -62,7 +62,9 @@ def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
     # framework code of the rollout workers (1.0 s) plus the inference worker's sends (0.5 s), halved
     assert gains["communication"] == pytest.approx(0.9 / 0.85 - 1)
     assert gains["learner"] == pytest.approx(0.0)
-    assert predict_fps(exp, "simulation", 4.0) == pytest.approx(1000 * 0.9 / max(0.1 + 0.2, 0.3))
+    assert predict_fps(exp, {"simulation": 4.0}) == pytest.approx(1000 * 0.9 / max(0.1 + 0.2, 0.3))
+    # env_step 4x and the learner 2x slower: rollout 0.3, learner+batcher 0.45 -> limited by the learner
+    assert predict_fps(exp, {"simulation": 4.0, "learner": 0.5}) == pytest.approx(1000 * 0.9 / 0.45)
 
 
 def test_waits_name_whom_each_component_waits_for(tmp_path):

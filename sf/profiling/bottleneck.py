@@ -118,15 +118,14 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
     return loads
 
 
-def _bound(loads: list[ProcessLoad], cores: int | None, kind: str | None, speedup: float) -> tuple[float, str]:
-    """The model's B (or B' when `kind` is made `speedup` times faster) and what attains it."""
+def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict[str, float]) -> tuple[float, str]:
+    """The model's B (or B' with each kind's seconds divided by its entry in `speedups`) and what attains it."""
     best, limit = 0.0, "nothing"
     cpu_total, cpu_known = 0.0, True
     for load in loads:
         total = sum(load.busy.values())
-        saved = load.busy.get(kind, 0.0) * (1 - 1 / speedup) if kind else 0.0
-        scale = load.demand / total if total > 0 else 0.0
-        value = max(0.0, load.demand - saved * scale)
+        saved = sum(load.busy.get(kind, 0.0) * (1 - 1 / k) for kind, k in speedups.items())
+        value = max(0.0, load.demand - saved)
         if value > best:
             best, limit = value, load.label
         if load.cpu is None:
@@ -145,10 +144,10 @@ def _bound(loads: list[ProcessLoad], cores: int | None, kind: str | None, speedu
 def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     loads = process_loads(experiment)
     cores = next((c.cores for c in experiment.components if c.cores), None)
-    now, limiting = _bound(loads, cores, None, 1.0)
+    now, limiting = _bound(loads, cores, {})
     what_if = []
     for kind in KINDS:
-        after, limit = _bound(loads, cores, kind, speedup)
+        after, limit = _bound(loads, cores, {kind: speedup})
         gain = now / after - 1 if after > 0 else float("inf")
         what_if.append(WhatIf(kind, speedup, gain, limit))
     limiting_busy = next((l.busy for l in loads if l.label == limiting), {})
@@ -166,10 +165,11 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     return Verdict(kind, limiting, evidence, what_if)
 
 
-def predict_fps(experiment: Experiment, kind: str, speedup: float) -> float:
-    """The model's frame rate if `kind` were `speedup` times faster (for checking the model against a real change)."""
+def predict_fps(experiment: Experiment, speedups: dict[str, float]) -> float:
+    """The model's frame rate if each kind in `speedups` were that many times faster (to check it against a real
+    change, feed it the speed-ups measured per kind)."""
     loads = process_loads(experiment)
     cores = next((c.cores for c in experiment.components if c.cores), None)
-    now, _ = _bound(loads, cores, None, 1.0)
-    after, _ = _bound(loads, cores, kind, speedup)
+    now, _ = _bound(loads, cores, {})
+    after, _ = _bound(loads, cores, speedups)
     return experiment.fps * now / after
