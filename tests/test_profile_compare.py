@@ -89,6 +89,7 @@ def test_a_real_env_step_20_percent_slower_is_marked(sleepy_run, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_runs_of_the_same_command_are_quiet_in_9_of_10(tmp_path):
     runs = [run_case(SLEEPY, str(tmp_path), f"same{i}") for i in range(11)]
     quiet = [not compare(load_experiment(a), load_experiment(b)).marked for a, b in zip(runs, runs[1:])]
