@@ -1,5 +1,5 @@
-"""Evaluation: load the newest checkpoint of an experiment, play episodes, print the average reward,
-optionally record them as an mp4."""
+"""Evaluation: load the newest (or, with --load_checkpoint_kind=best, the best) checkpoint of an experiment,
+play episodes, print the average reward, optionally record them as an mp4."""
 from __future__ import annotations
 
 import logging
@@ -38,13 +38,15 @@ def enjoy(cli_cfg) -> int:
     cfg = merged_cfg(cli_cfg)
     episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
     render_mode = "rgb_array" if cfg.save_video else None
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode))
+    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
     device = resolve_device(cfg)
     info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
     model = build_model(cfg, info, device)
-    state = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints).load_latest(device)
+    checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
+    state = checkpoints.load(cfg.load_checkpoint_kind, device)
     if state is None:
-        raise FileNotFoundError(f"no checkpoint in {Path(cfg.train_dir) / cfg.experiment}/checkpoint_p{cfg.policy_index}")
+        raise FileNotFoundError(f"no {cfg.load_checkpoint_kind} checkpoint in {checkpoints.dir} "
+                                f"(--load_checkpoint_kind={cfg.load_checkpoint_kind})")
     model.load_state_dict(state["model"])
     model.eval()
     log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])

@@ -1,4 +1,4 @@
-"""MuJoCo learning with the example's defaults, as the issue states it (slow: about 20 s to a few minutes each)."""
+"""MuJoCo learning with the example's defaults and the acceptance thresholds (slow: about 20 s to a few minutes each)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ def _train(train_dir, *args: str, timeout: float) -> dict:
 
 @pytest.mark.slow
 def test_pendulum_serial_reaches_950(tmp_path):
-    """The issue's acceptance command; Sample Factory 2.1.1 reaches about 710 with it."""
+    """The pendulum acceptance command; Sample Factory 2.1.1 reaches about 710 with it."""
     summary = _train(tmp_path, "--env=mujoco_pendulum", "--serial_mode=True", "--async_rl=False",
                      "--train_for_env_steps=150000", "--seed=1", timeout=600)
     assert summary["env_frames"]["0"] >= 150_000

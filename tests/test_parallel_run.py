@@ -129,10 +129,9 @@ def test_two_policies_both_train(tmp_path):
         assert list((tmp_path / "two" / f"checkpoint_p{p}").glob("checkpoint_*.pth"))
 
 
-@pytest.mark.parametrize("batched", ["True", "False"])
-def test_sync_mode_trains_on_current_policy_only(tmp_path, batched):
-    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", f"--batched_sampling={batched}",
-                     "--train_for_env_steps=6000", "--experiment=sync", f"--train_dir={tmp_path}"], timeout=240)
+def test_sync_mode_trains_on_current_policy_only(tmp_path):
+    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", "--train_for_env_steps=6000", "--experiment=sync",
+                     f"--train_dir={tmp_path}"], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:]
     summary = _summary(tmp_path, "sync")
     assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
@@ -141,7 +140,7 @@ def test_sync_mode_trains_on_current_policy_only(tmp_path, batched):
 @pytest.mark.slow
 @pytest.mark.parametrize("async_rl", ["True", "False"])
 def test_parallel_cartpole_learns(tmp_path, async_rl):
-    """The issue's acceptance command, asynchronous and synchronous."""
+    """The parallel CartPole acceptance command, asynchronous and synchronous."""
     result = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=8", "--train_for_env_steps=300000",
                      "--seed=1", f"--async_rl={async_rl}", "--experiment=learn", f"--train_dir={tmp_path}"], timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]

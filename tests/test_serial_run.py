@@ -93,7 +93,7 @@ def test_symmetric_kl_on_continuous_actions_is_a_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_cartpole_serial_learns():
-    """The issue's acceptance command: reward must reach 450 within 200k frames."""
+    """The serial CartPole acceptance command: reward must reach 450 within 200k frames."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as train_dir:

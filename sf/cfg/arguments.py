@@ -18,6 +18,7 @@ from typing import Any, Callable
 import yaml
 
 from sf.cfg.errors import ConfigError
+from sf.cfg.unsupported import UNSUPPORTED, reject_unsupported
 from sf.cfg.validate import validate_cfg
 
 log = logging.getLogger("sf")
@@ -26,6 +27,8 @@ PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 AddArgs = Callable[[argparse.ArgumentParser], None]
 Defaults = dict[str, Any] | Callable[[str], dict[str, Any]]
+
+BEST_METRICS = ("reward",)  # the episode statistics the runner keeps
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -112,6 +115,13 @@ class _Group:
         self.group.add_argument(f"--{name}", type=str, nargs="*", default=default, metavar="STR", help=help)
 
 
+def _only(name: str) -> str:
+    """Help text of a flag kept for Sample Factory command lines: the one value sf accepts, and why."""
+    accepted = UNSUPPORTED[name].accepted
+    shown = {"None": "unset", "[]": "empty"}.get(str(accepted), str(accepted))
+    return f"accepted only {shown}: {UNSUPPORTED[name].instead}"
+
+
 def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> argparse.ArgumentParser:
     """All sf flags; `add_args` lets an example add its env's flags, `evaluation` adds the enjoy flags."""
     parser = _Parser(description="sf: APPO training that measures itself.", allow_abbrev=False,
@@ -125,6 +135,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
     _profiling_flags(_Group(parser, "profiling"))
+    _wandb_flags(_Group(parser, "Weights & Biases"))
     if evaluation:
         _evaluation_flags(_Group(parser, "evaluation"))
     if add_args is not None:
@@ -133,7 +144,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
 
 
 def _experiment_flags(g: _Group) -> None:
-    g.text("algo", "APPO", "training algorithm; sf implements APPO")
+    g.text("algo", "APPO", _only("algo"))
     g.text("env", None, "environment name (required): a registered sf env or a gymnasium id")
     g.text("experiment", "default_experiment", "experiment name: outputs go to <train_dir>/<experiment>/")
     g.text("train_dir", "./train_dir", "root folder for all experiments")
@@ -155,7 +166,7 @@ def _placement_flags(g: _Group) -> None:
                              "False trains only on the current policy's experience")
     g.boolean("serial_mode", False, "run every component in the main process on one event loop "
                                  "(profilers see everything); implies --async_rl=False")
-    g.boolean("batched_sampling", False, "step a worker's envs as one vectorized batch instead of one by one")
+    g.boolean("batched_sampling", False, _only("batched_sampling"))
     g.integer("num_batches_to_accumulate", 2, "training batches the batcher may have ready ahead of the learner")
     g.integer("worker_num_splits", 2, "groups each worker's envs are split into, so one group steps while the "
                                   "other waits for actions (double buffering)")
@@ -164,9 +175,12 @@ def _placement_flags(g: _Group) -> None:
     g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")
     g.integer("num_envs_per_worker", 2, "environments stepped by each rollout worker")
     g.integer("decorrelate_experience_max_seconds", 0,
-          "at start, each worker waits a random time up to this long so episodes do not stay in lockstep")
-    g.boolean("decorrelate_envs_on_one_worker", True, "also offset the envs of one worker by random initial steps")
-    g.int_list("actor_worker_gpus", [], "GPU ids rollout workers may use for envs that render on the GPU")
+              "rollout worker i waits i / num_workers times this many seconds before its first step, so "
+              "workers do not deliver their trajectories in bursts")
+    g.boolean("decorrelate_envs_on_one_worker", True,
+              "at start, env i of a worker first takes i * --rollout random actions (not counted or trained on), "
+              "so the envs of one worker do not reset in the same rollout")
+    g.int_list("actor_worker_gpus", [], _only("actor_worker_gpus"))
     g.boolean("set_workers_cpu_affinity", True, "pin rollout worker i to the i-th allowed CPU core, round robin")
     g.boolean("force_envs_single_thread", True, "start rollout worker processes with one thread per math library "
               "(OMP_NUM_THREADS and the like set to 1)")
@@ -208,7 +222,7 @@ def _rl_flags(g: _Group) -> None:
 
 
 def _optimizer_flags(g: _Group) -> None:
-    g.choice("optimizer", ("adam",), "adam", "optimizer")
+    g.text("optimizer", "adam", _only("optimizer"))
     g.real("adam_eps", 1e-6, "Adam epsilon")
     g.real("adam_beta1", 0.9, "Adam beta1")
     g.real("adam_beta2", 0.999, "Adam beta2")
@@ -246,14 +260,15 @@ def _model_flags(g: _Group) -> None:
 
 
 def _env_flags(g: _Group) -> None:
-    g.boolean("use_env_info_cache", False, "reuse the env spaces saved from an earlier run instead of probing an env")
-    g.boolean("env_gpu_actions", False, "the env takes actions as GPU tensors")
-    g.boolean("env_gpu_observations", True, "keep observations of GPU envs on the GPU")
+    g.boolean("use_env_info_cache", False, _only("use_env_info_cache"))
+    g.boolean("env_gpu_actions", False, _only("env_gpu_actions"))
+    g.boolean("env_gpu_observations", True, _only("env_gpu_observations"))
     g.integer("env_frameskip", 1, "env frames per agent step (action repeat); frame counts include them")
-    g.integer("env_framestack", 1, "stack this many last observations")
-    g.text("pixel_format", "CHW", "memory layout the model expects for pixel observations")
-    g.boolean("use_record_episode_statistics", False, "take episode returns from gymnasium's RecordEpisodeStatistics")
-    g.integer("env_agents", -1, "agents per env for multi-agent or vectorized envs (-1: ask the env)")
+    g.integer("env_framestack", 1, "the policy sees the last this-many observations, stacked oldest first along "
+              "the first axis (channels of an image); after a reset the first observation fills the stack")
+    g.text("pixel_format", "CHW", _only("pixel_format"))
+    g.boolean("use_record_episode_statistics", False, _only("use_record_episode_statistics"))
+    g.integer("env_agents", -1, _only("env_agents"))
 
 
 def _run_flags(g: _Group) -> None:
@@ -261,20 +276,36 @@ def _run_flags(g: _Group) -> None:
     g.integer("train_for_seconds", 10_000_000_000, "stop after this much wall time")
     g.integer("save_every_sec", 120, "seconds between checkpoints")
     g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
-    g.choice("load_checkpoint_kind", ("latest", "best"), "latest", "checkpoint to resume or evaluate from")
+    g.choice("load_checkpoint_kind", ("latest", "best"), "latest",
+             "checkpoint to resume or evaluate from: the newest, or the best one kept by --save_best_metric")
     g.integer("save_milestones_sec", -1, "also keep a checkpoint for good in checkpoint_p<i>/milestones/ when this "
               "many seconds have passed since the last one (-1: never)")
     g.integer("save_best_every_sec", 5, "seconds between checks for a new best policy")
-    g.text("save_best_metric", "reward", "episode statistic that defines the best policy")
-    g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start")
+    g.choice("save_best_metric", BEST_METRICS, "reward",
+             "statistic that defines the best policy, averaged over the last --stats_avg episodes (reward: the raw "
+             "episode return); a policy that beats the best so far by more than 0.001 is saved as "
+             "checkpoint_p<i>/best_*.pth (one kept)")
+    g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start (early lucky episodes "
+              "would otherwise set a best that later policies must beat)")
     g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
+    g.boolean("sampling_only", False, "collect experience without learning: batches are assembled and then "
+              "discarded, the policy never changes; FPS measures collection alone (docs/benchmarks.md)")
     g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends for TensorBoard hotspot scalars")
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
-    g.boolean("summaries_use_frameskip", True, "x axis of summaries in env frames (True) or agent steps")
-    g.integer("heartbeat_interval", 20, "seconds between component heartbeats")
-    g.integer("heartbeat_reporting_interval", 180, "report a component whose heartbeat is older than this many seconds")
-    g.boolean("with_wandb", False, "also log to Weights & Biases")
+    g.boolean("summaries_use_frameskip", True, _only("summaries_use_frameskip"))
+    g.integer("heartbeat_interval", 20, _only("heartbeat_interval"))
+    g.integer("heartbeat_reporting_interval", 180, _only("heartbeat_reporting_interval"))
+
+
+def _wandb_flags(g: _Group) -> None:
+    g.boolean("with_wandb", False, "also log every TensorBoard scalar and the config to Weights & Biases "
+              "(pip install sf[wandb]; WANDB_MODE=offline keeps the run in <train_dir>/<experiment>/wandb/)")
+    g.text("wandb_user", None, "W&B entity (user or team) the run belongs to (default: your W&B default entity)")
+    g.text("wandb_project", "sample_factory", "W&B project")
+    g.text("wandb_group", None, "W&B group of the run (default: the env name)")
+    g.text("wandb_job_type", "SF", "W&B job type")
+    g.str_list("wandb_tags", [], "W&B tags of the run")
 
 
 def _profiling_flags(g: _Group) -> None:
@@ -288,7 +319,7 @@ def _evaluation_flags(g: _Group) -> None:
     g.integer("fps", 0, "playback and video frame rate (0: as fast as possible, videos at 30)")
     g.integer("eval_env_frameskip", None, "frameskip during evaluation, for envs that repeat actions themselves "
               "(default: the trained --env_frameskip)")
-    g.boolean("no_render", False, "do not open a window")
+    g.boolean("no_render", True, _only("no_render"))
     g.boolean("save_video", False, "record the episodes to an mp4 in the experiment folder")
     g.integer("video_frames", 1_000_000_000, "stop recording after this many frames")
     g.text("video_name", None, "file name of the video (default: replay.mp4)")
@@ -296,7 +327,7 @@ def _evaluation_flags(g: _Group) -> None:
     g.integer("max_num_episodes", 1_000_000_000, "episodes to play (enjoy plays 5 when the flag is not given)")
     g.integer("policy_index", 0, "policy to evaluate when several were trained")
     g.boolean("eval_deterministic", False, "take the most likely action instead of sampling")
-    g.text("train_script", None, "module that trained the experiment, for tools that rebuild it")
+    g.text("train_script", None, _only("train_script"))
 
 
 # --- parsing and layering ----------------------------------------------------------------------------
@@ -320,7 +351,17 @@ def parse_full_cfg(argv: list[str] | None = None, *, add_args: AddArgs | None = 
         raise ConfigError("--env is required", flag="--env")
     _resolve(cfg, explicit=set(from_yaml) | set(cli))
     validate_cfg(cfg)
+    reject_unsupported(cfg)
+    _check_packages(cfg)
     return cfg
+
+
+def _check_packages(cfg: argparse.Namespace) -> None:
+    """Optional packages a flag needs, checked before anything starts."""
+    import importlib.util
+
+    if getattr(cfg, "with_wandb", False) and importlib.util.find_spec("wandb") is None:
+        raise ConfigError("--with_wandb=True needs the wandb package: pip install 'sf[wandb]'", flag="--with_wandb")
 
 
 def default_cfg(**overrides: Any) -> argparse.Namespace:
@@ -331,6 +372,7 @@ def default_cfg(**overrides: Any) -> argparse.Namespace:
                              cli_args={})
     _resolve(cfg, explicit=set(overrides))
     validate_cfg(cfg)
+    reject_unsupported(cfg)
     return cfg
 
 

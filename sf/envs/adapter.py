@@ -6,6 +6,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from sf.envs.framestack import FrameStack, stacked_spec
 from sf.envs.spaces import ActionConverter, ObsConverter
 
 
@@ -18,13 +19,20 @@ def _wrapped_attr(env: gymnasium.Env, name: str, default: Any) -> Any:
 
 
 class EnvAdapter:
-    """Converts at the boundary only; the conversion functions are fixed in __init__ so `step` does no dispatch."""
+    """Converts at the boundary only; the conversion functions are fixed in __init__ so `step` does no dispatch.
 
-    def __init__(self, env: gymnasium.Env):
+    With `framestack` > 1 the observations are the last `framestack` frames (see `sf.envs.framestack`); the
+    returned arrays are then the adapter's own and change with the next step, so callers copy what they keep.
+    """
+
+    def __init__(self, env: gymnasium.Env, framestack: int = 1):
         self.env = env
         obs_converter = ObsConverter(env.observation_space)
         action_converter = ActionConverter(env.action_space)
         self.obs_spec = obs_converter.spec
+        self._stack = FrameStack(self.obs_spec, framestack) if framestack > 1 else None
+        if self._stack is not None:
+            self.obs_spec = stacked_spec(self.obs_spec, framestack)
         self.action_spec = action_converter.spec
         self.reward_scale = float(_wrapped_attr(env, "reward_scale", 1.0))
         self.frameskip = int(_wrapped_attr(env, "frameskip", 1))
@@ -34,11 +42,28 @@ class EnvAdapter:
 
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         obs, _ = self.env.reset(seed=seed)
-        return self._obs(obs)
+        return self._obs(obs) if self._stack is None else self._stack.reset(self._obs(obs))
 
     def step(self, flat_action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-        obs, reward, terminated, truncated, info = self._env_step(self._action(flat_action))
-        return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
+        return self._step_env_action(self._action(flat_action))
+
+    def _step_env_action(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self._env_step(action)
+        obs = self._obs(obs) if self._stack is None else self._stack.step(self._obs(obs))
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def random_steps(self, n: int, seed: int | None = None) -> dict[str, np.ndarray] | None:
+        """Take `n` uniformly random actions, resetting on episode ends; the last observation (None if n == 0).
+
+        Used to start the envs of one worker at different points of their episodes.
+        """
+        self.env.action_space.seed(seed)
+        obs = None
+        for _ in range(n):
+            obs, _, terminated, truncated, _ = self._step_env_action(self.env.action_space.sample())
+            if terminated or truncated:
+                obs = self.reset()
+        return obs
 
     def render(self) -> Any:
         return self.env.render()

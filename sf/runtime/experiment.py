@@ -1,4 +1,5 @@
-"""The experiment folder: config.json, summary.json, profile.json, TensorBoard events, the log file."""
+"""The experiment folder: config.json, summary.json, profile.json, TensorBoard events (and, with --with_wandb,
+the same scalars in Weights & Biases), the log file."""
 from __future__ import annotations
 
 import json
@@ -25,6 +26,11 @@ class Experiment:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "profiling").mkdir(exist_ok=True)
         self.writers: dict[int, SummaryWriter] = {}
+        self.wandb = None
+        if cfg.with_wandb:
+            from sf.runtime.wandb_logger import WandbLogger
+
+            self.wandb = WandbLogger(cfg, self.dir)
 
     def write_json(self, name: str, data) -> Path:
         """Atomic: a reader never sees half a file, and a crash keeps the previous version."""
@@ -44,9 +50,12 @@ class Experiment:
 
     def write_scalars(self, policy_id: int, step: int, scalars: dict[str, float]) -> None:
         writer = self.writer(policy_id)
-        for key, value in scalars.items():
-            if value is not None and not (isinstance(value, float) and math.isnan(value)):
-                writer.add_scalar(key, value, step)
+        kept = {key: value for key, value in scalars.items()
+                if value is not None and not (isinstance(value, float) and math.isnan(value))}
+        for key, value in kept.items():
+            writer.add_scalar(key, value, step)
+        if self.wandb is not None:
+            self.wandb.log(policy_id, step, kept)
 
     def write_histogram(self, policy_id: int, step: int, tag: str, counts: dict[int, int]) -> None:
         """A histogram of integer values (value -> count), one bucket per value."""
@@ -65,6 +74,9 @@ class Experiment:
         for writer in self.writers.values():
             writer.close()
         self.writers = {}
+        if self.wandb is not None:
+            self.wandb.finish()
+            self.wandb = None
 
 
 def _json_safe(data):

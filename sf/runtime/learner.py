@@ -40,7 +40,7 @@ class Learner(Component):
         self.env_steps = 0
         self.version = 0
         self.lr_schedule = LearningRateSchedule(cfg)
-        self.handlers = {"train": self._on_train, "save": self.save}
+        self.handlers = {"train": self._on_train, "save": self.save, "save_best": self.save_best}
 
     def on_start(self) -> None:
         with self.timing.add_time("init"):
@@ -51,11 +51,12 @@ class Learner(Component):
         params = list(self.model.parameters())
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
                                           eps=cfg.adam_eps)
-        state = self.checkpoints.load_latest() if cfg.restart_behavior == "resume" else None
+        state = self.checkpoints.load(cfg.load_checkpoint_kind) if cfg.restart_behavior == "resume" else None
         if state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
+            self.checkpoints.best_value = state.get("best_performance", self.checkpoints.best_value)
             log.info("%s resumed from policy version %d (%d env frames)", self.name, self.version, self.env_steps)
         self.lr = self.lr_schedule.value(self.env_steps)
         self.store.publish(self.model, self.version)
@@ -65,6 +66,9 @@ class Learner(Component):
     def _on_train(self, batch: dict, new_frames: int, dropped: int) -> None:
         received = time.monotonic()
         self.env_steps += new_frames
+        if self.cfg.sampling_only:
+            self._discard(dropped)
+            return
         with self.timing.add_time("prepare_batch"):
             data = self._prepare(batch)
         with self.timing.add_time("train"):
@@ -84,6 +88,16 @@ class Learner(Component):
             self.send(RUNNER, "staleness", self.policy_id, staleness.age_counts(ages), staleness.lag_counts(lag))
         stats["dropped_trajectories"] = float(dropped)
         stats["lr"] = self.lr
+        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
+
+    def _discard(self, dropped: int) -> None:
+        """--sampling_only: count the batch's frames and drop it. Synchronous collection waits for a version
+        signal before its next round, so that still goes out; the weights never change, so nothing is published."""
+        if not self.cfg.async_rl:
+            self.version += 1
+            for w in range(self.cfg.num_workers):
+                self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
+        stats = {"policy_lag": 0.0, "policy_lag_max": 0.0, "dropped_trajectories": float(dropped)}
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
 
     # data ------------------------------------------------------------------------------------------------
@@ -228,15 +242,23 @@ class Learner(Component):
         pg_adv = (pg_adv - pg_adv.mean()) / (pg_adv.std() + 1e-8)
         return pg_adv.reshape(-1), vs.reshape(-1)
 
+    def _state(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "env_steps": self.env_steps, "version": self.version,
+                "best_performance": self.checkpoints.best_value}
+
     def save(self) -> None:
         with self.timing.add_time("save_checkpoint"):
-            self.checkpoints.save(
-                {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "env_steps": self.env_steps, "version": self.version},
-                self.version, self.env_steps,
-            )
+            self.checkpoints.save(self._state(), self.version, self.env_steps)
+
+    def save_best(self, metric: str, value: float) -> None:
+        """The runner's average of `metric`: kept as the best policy when it beats the best so far."""
+        with self.timing.add_time("save_checkpoint"):
+            path = self.checkpoints.save_if_best(self._state(), self.version, self.env_steps, metric, value)
+        if path is not None:
+            log.info("%s: new best policy, %s=%.3f, saved as %s", self.name, metric, value, path.name)
 
     def on_stop(self) -> None:
-        """A final checkpoint, except in benchmark mode where only throughput matters."""
-        if hasattr(self, "optimizer") and not self.cfg.benchmark:
+        """A final checkpoint, except in benchmark mode where only throughput matters (or when nothing trained)."""
+        if hasattr(self, "optimizer") and not (self.cfg.benchmark or self.cfg.sampling_only):
             self.save()

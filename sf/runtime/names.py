@@ -1,4 +1,5 @@
-"""Component names: they are message addresses and the labels of the profile trees (DESIGN.md contract 2)."""
+"""Component names: they are message addresses and the labels of the profile trees, printed at exit as
+`<name> profile tree view:` in the order `profile_order` gives (docs/timing.md, "How a run uses it")."""
 
 RUNNER = "Runner"
 

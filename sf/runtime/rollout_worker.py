@@ -63,12 +63,19 @@ class RolloutWorker(Component):
         self.traj_per_version = trajectories_per_batch(cfg)
 
         obs_np, rnn_np = self.buffers.obs_np, self.buffers.np["rnn_states"]
+        delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds
+        if delay > 0:
+            with self.timing.add_time("wait_decorrelation"):
+                time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
         with self.timing.add_time("init_envs"):
             for i in range(n):
                 env_id = int(self.global_env[i])
-                env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)))
+                env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)), cfg.env_framestack)
                 seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
                 obs = env.reset(seed=seed)
+                if cfg.decorrelate_envs_on_one_worker and i > 0:
+                    # env i starts i rollouts into its episode, so the worker's envs do not reset together
+                    obs = env.random_steps(cfg.rollout * i, seed)
                 self.envs.append(env)
                 slot = self.free.popleft()
                 self.slot[i] = slot

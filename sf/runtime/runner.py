@@ -64,8 +64,9 @@ class Runner(Component):
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
         self.loop.every(REPORT_EVERY_S, self.report, owner=self)
-        if not self.cfg.benchmark:
+        if not (self.cfg.benchmark or self.cfg.sampling_only):
             self.loop.every(self.cfg.save_every_sec, self._request_save, owner=self)
+            self.loop.every(self.cfg.save_best_every_sec, self._request_save_best, owner=self)
         self.loop.every(1.0, self._check_time_limit, owner=self)
         self.loop.every(self.cfg.experiment_summaries_interval, self._own_timing, owner=self)
 
@@ -157,6 +158,12 @@ class Runner(Component):
     def _request_save(self) -> None:
         for p in range(self.cfg.num_policies):
             self.send(learner_name(p), "save")
+
+    def _request_save_best(self) -> None:
+        """Offer each learner its policy's average --save_best_metric, once it has trained --save_best_after frames."""
+        for p in range(self.cfg.num_policies):
+            if self.env_steps[p] >= self.cfg.save_best_after and self.episodes[p]:
+                self.send(learner_name(p), "save_best", self.cfg.save_best_metric, self.avg_reward(p))
 
     # reporting ---------------------------------------------------------------------------------------
     def total_frames(self) -> int:

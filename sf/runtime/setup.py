@@ -22,7 +22,7 @@ class EnvInfo:
 def probe_env(cfg) -> EnvInfo:
     """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
     honour fails here, before any process starts."""
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)))
+    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack)
     try:
         info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
     finally:

@@ -1,0 +1,119 @@
+"""The simulator ceiling: the run's own worker layout stepping its envs with random actions, nothing else.
+
+Every rollout worker process of the layout is started the way a training run starts it (spawn, one math
+thread, the same pinning), creates its `--num_envs_per_worker` envs, and after all workers are ready steps
+them round robin for a fixed time. No network, no inference, no learner: the FPS a framework could reach if
+its own cost were zero. In serial mode the layout is one process stepping every env.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from sf.bench.families import Family
+from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.spaces import ActionSpec
+from sf.utils.process_settings import apply_process_settings, thread_limits
+
+READY_TIMEOUT_S = 600.0  # env creation (a VizDoom engine per env) may take long on a loaded machine
+CHECK_CLOCK_EVERY = 64  # env steps between clock reads
+
+
+@dataclass(frozen=True)
+class CeilingResult:
+    fps: float  # env frames (after frameskip) per second, all processes together
+    processes: int
+    envs: int
+    seconds: float
+
+
+def random_actions(spec: ActionSpec, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` flat action vectors: uniform over each categorical entry, standard normal for continuous ones."""
+    actions = np.empty((count, spec.flat_dim), dtype=np.float32)
+    for j, size in enumerate(spec.discrete_sizes):
+        actions[:, j] = rng.integers(0, size, count)
+    start = len(spec.discrete_sizes)
+    actions[:, start:] = rng.standard_normal((count, spec.continuous_dim))
+    return actions
+
+
+def _step_envs(cfg, family: Family, index: int, num_envs: int, seconds: float, go, results) -> None:
+    """One process of the layout: create its envs, wait for the others, step for `seconds`, report frames."""
+    apply_process_settings(cfg, "serial" if cfg.serial_mode else "rollout", index)
+    family.register_envs(cfg.env)
+    envs = [EnvAdapter(create_env(cfg.env, cfg, EnvConfig(index, i, index * num_envs + i))) for i in range(num_envs)]
+    for i, env in enumerate(envs):
+        env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
+    actions = random_actions(envs[0].action_spec, 4096, np.random.default_rng(index))
+    frameskip = envs[0].frameskip
+    results.put(("ready", index))
+    if not go.wait(timeout=READY_TIMEOUT_S):
+        return
+    steps, start = 0, time.perf_counter()
+    deadline = start + seconds
+    try:
+        while True:
+            for _ in range(CHECK_CLOCK_EVERY):
+                for env in envs:
+                    _, _, terminated, truncated, _ = env.step(actions[steps % len(actions)])
+                    steps += 1
+                    if terminated or truncated:
+                        env.reset()
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        results.put(("done", steps * frameskip, now - start))
+    finally:
+        for env in envs:
+            env.close()
+
+
+def measure_ceiling(cfg, family: Family, seconds: float) -> CeilingResult:
+    """Start the layout's processes, step for `seconds` once all are ready, and sum their frame rates."""
+    processes = 1 if cfg.serial_mode else cfg.num_workers
+    envs_each = cfg.num_envs_per_worker * (cfg.num_workers if cfg.serial_mode else 1)
+    ctx = mp.get_context("spawn")
+    go = ctx.Event()
+    results = ctx.Queue()
+    procs = []
+    try:
+        for index in range(processes):
+            proc = ctx.Process(target=_step_envs, args=(cfg, family, index, envs_each, seconds, go, results),
+                               name=f"ceiling_w{index}", daemon=True)
+            with thread_limits(cfg.force_envs_single_thread):
+                proc.start()
+            procs.append(proc)
+        _collect(results, procs, "ready", READY_TIMEOUT_S)
+        go.set()
+        reports = _collect(results, procs, "done", seconds + READY_TIMEOUT_S)
+    finally:
+        go.set()
+        for proc in procs:
+            proc.join(timeout=10.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    fps = sum(frames / elapsed for frames, elapsed in reports)
+    return CeilingResult(fps=fps, processes=processes, envs=processes * envs_each, seconds=seconds)
+
+
+def _collect(results, procs: list, kind: str, timeout: float) -> list[tuple]:
+    """One `kind` message per process; a process that dies first fails the measurement at once."""
+    got: list[tuple] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < len(procs):
+        try:
+            message = results.get(timeout=0.5)
+        except queue.Empty:
+            dead = [p.name for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"simulator ceiling: {', '.join(dead) or 'a worker'} "
+                                   f"{'failed' if dead else 'timed out'} before it was {kind}")
+            continue
+        if message[0] == kind:
+            got.append(message[1:])
+    return got

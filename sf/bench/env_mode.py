@@ -1,0 +1,90 @@
+"""`python -m sf.benchmark --env=...`: the simulator ceiling, sampling only and training of one layout, side by side.
+
+The three phases run one after another in one invocation, each in its own processes: the ceiling
+(`sf.bench.ceiling`), then the training command with `--sampling_only=True`, then the training command itself,
+both in benchmark mode. Each FPS is set against the ceiling, and the profile report of the two runs names their
+bottleneck. Everything lands in `<train_dir>/<experiment>/`: `benchmark.json`, `benchmark.png`, and the two runs'
+own experiment folders `sampling/` and `training/`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sf.bench.ceiling import measure_ceiling
+from sf.bench.families import Family
+from sf.bench.runs import RunResult, profile_verdict, run_training
+
+PHASES = ("ceiling", "sampling", "training")
+STARTUP_LIMIT_S = 600.0  # a run that has not started collecting by then is stopped
+PHASE_TITLES = {"ceiling": "simulator ceiling", "sampling": "sampling only", "training": "training"}
+
+
+@dataclass
+class Phase:
+    name: str  # one of PHASES
+    fps: float  # steady env frames per second (the ceiling's stepping rate; a run's rate after its first batch)
+    fps_whole_run: float | None  # a run's own Collected figure, start-up included; None for the ceiling
+    share_of_ceiling: float | None
+    verdict: str | None  # the profile report's bottleneck kind; None when there is no report
+    status: str
+    command: str | None = None
+    experiment_dir: str | None = None
+
+
+@dataclass
+class EnvBenchmark:
+    env: str
+    layout: dict
+    device: str
+    phase_s: float
+    cpus: int
+    date: str
+    load_avg_start: float
+    load_avg_end: float = 0.0
+    phases: list[Phase] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def layout_of(cfg) -> dict:
+    keys = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
+            "batched_sampling", "serial_mode", "async_rl")
+    return {key: getattr(cfg, key) for key in keys}
+
+
+def run_phase(name: str, family: Family, flags: list[str], bench_dir: Path, phase_s: float,
+              stop_given: bool) -> RunResult:
+    """The sampling or training phase: the user's command, stopped `phase_s` after its first frames unless the
+    command names its own stop."""
+    extra = ["--sampling_only=True"] if name == "sampling" else []
+    measure_s = None if stop_given else phase_s
+    return run_training(family.train_module, [*flags, *extra], bench_dir, name, measure_s=measure_s,
+                        deadline=None if stop_given else time.monotonic() + phase_s + STARTUP_LIMIT_S)
+
+
+def run_env_benchmark(cfg, family: Family, flags: list[str], bench_dir: Path, phase_s: float,
+                      log=print) -> EnvBenchmark:
+    """The three phases of one layout; `flags` are the user's training flags, `cfg` what they resolve to."""
+    stop_given = bool({"train_for_env_steps", "train_for_seconds"} & set(cfg.cli_args))
+    result = EnvBenchmark(env=cfg.env, layout=layout_of(cfg), device=cfg.device, phase_s=phase_s,
+                          cpus=os.cpu_count() or 1,
+                          date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_avg_start=os.getloadavg()[0])
+    log(f"simulator ceiling: {result.layout['num_workers']} x {result.layout['num_envs_per_worker']} envs, "
+        f"random actions, {phase_s:.0f} s ...")
+    ceiling = measure_ceiling(cfg, family, phase_s)
+    result.phases.append(Phase("ceiling", ceiling.fps, None, 1.0, None, "ok"))
+    for name in ("sampling", "training"):
+        log(f"{PHASE_TITLES[name]} ...")
+        run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)
+        verdict = profile_verdict(run.experiment_dir) if run.ok else None
+        fps = run.best_fps if run.ok else 0.0
+        result.phases.append(Phase(name, fps, run.fps if run.ok else None,
+                                   fps / ceiling.fps if ceiling.fps > 0 else None, verdict,
+                                   "ok" if run.ok else run.status,
+                                   run.command, run.experiment_dir))
+    result.load_avg_end = os.getloadavg()[0]
+    return result

@@ -1,0 +1,158 @@
+"""The breakdown as a table (stdout), a JSON document and a stacked bar chart (PNG)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sf.profiling.attribution import LAYERS, RowTimes
+from sf.profiling.calibration import EventCosts
+
+LAYER_TITLES = {"simulator": "simulator", "python": "Python", "backend": "backend", "cuda_api": "CUDA API",
+                "gpu": "GPU kernels"}
+LAYER_COLORS = {"simulator": "#4daf4a", "python": "#377eb8", "backend": "#ff7f00", "cuda_api": "#984ea3",
+                "gpu": "#e41a1c"}
+
+
+@dataclass
+class Breakdown:
+    command: list[str]
+    mode: str
+    device: str
+    costs: EventCosts
+    rows: dict[str, RowTimes]  # corrected, small rows folded
+    components: dict[str, RowTimes]  # corrected
+    window_s: float  # the profiled run's main loop, instrumented
+    overhead_s: float  # instrumentation cost subtracted
+    excess_s: float  # estimated overhead that did not fit in its column
+    baseline_s: float | None  # the uninstrumented run's main loop
+    env_frames: int
+    baseline_env_frames: int | None
+    kernel_busy_s: float
+    nvml_busy_s: float | None
+    window_cpu_s: float | None = None  # the profiled run's event loop, main-thread CPU seconds
+    baseline_cpu_s: float | None = None  # the same for the uninstrumented run
+    events: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def corrected_cpu_deviation(self) -> float | None:
+        """The overhead check in CPU time, which a loaded machine disturbs much less than wall time."""
+        if not self.baseline_cpu_s or self.window_cpu_s is None:
+            return None
+        return (self.window_cpu_s - self.overhead_s) / self.baseline_cpu_s - 1.0
+
+    @property
+    def corrected_s(self) -> float:
+        return self.window_s - self.overhead_s
+
+    @property
+    def columns_s(self) -> float:
+        return sum(times.total for times in self.rows.values())
+
+    def deviation(self, value: float) -> float | None:
+        """Relative difference of `value` from the uninstrumented run's wall time."""
+        return None if not self.baseline_s else value / self.baseline_s - 1.0
+
+    def to_dict(self) -> dict:
+        def row_dict(times: RowTimes) -> dict:
+            out = {layer: getattr(times, layer) for layer in LAYERS}
+            out.update(total_s=times.total, kernel_busy_s=times.kernel_busy_s, nvml_busy_s=times.nvml_busy_s,
+                       events={"scopes": times.scopes, "sims": times.sims, "ops": times.ops,
+                               "nested_ops": times.nested_ops})
+            return out
+
+        return {
+            "command": self.command, "mode": self.mode, "device": self.device,
+            "event_costs_s": self.costs.to_dict(), "events": self.events,
+            "window_s": self.window_s, "overhead_s": self.overhead_s, "overhead_excess_s": self.excess_s,
+            "corrected_s": self.corrected_s, "columns_sum_s": self.columns_s,
+            "uninstrumented_s": self.baseline_s,
+            "corrected_vs_uninstrumented": self.deviation(self.corrected_s),
+            "columns_vs_uninstrumented": self.deviation(self.columns_s),
+            "window_cpu_s": self.window_cpu_s, "uninstrumented_cpu_s": self.baseline_cpu_s,
+            "corrected_cpu_vs_uninstrumented": self.corrected_cpu_deviation,
+            "env_frames": self.env_frames, "uninstrumented_env_frames": self.baseline_env_frames,
+            "kernel_busy_s": self.kernel_busy_s, "nvml_busy_s": self.nvml_busy_s,
+            "layers": list(LAYERS),
+            "rows": {name: row_dict(times) for name, times in self.rows.items()},
+            "components": {name: row_dict(times) for name, times in self.components.items()},
+        }
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f} %"
+
+
+def table(result: Breakdown) -> str:
+    gpu = result.device != "cpu"
+    width = max([len(name) for name in result.rows] + [20])
+    head = f"{'operation':<{width}} {'wall s':>8} {'share':>6} " + " ".join(f"{LAYER_TITLES[l]:>11}" for l in LAYERS)
+    if gpu:
+        head += f" {'kernel busy':>11}"
+    lines = [f"cross-stack breakdown ({result.mode} mode, {result.device}), seconds of the main loop", head,
+             "-" * len(head)]
+    total = result.columns_s or 1.0
+    for name, times in result.rows.items():
+        line = f"{name:<{width}} {times.total:8.3f} {times.total / total:6.1%} " + " ".join(
+            f"{getattr(times, layer):11.3f}" for layer in LAYERS)
+        if gpu:
+            line += f" {times.kernel_busy_s:11.3f}"
+        lines.append(line)
+    lines.append("-" * len(head))
+    sums = {layer: sum(getattr(t, layer) for t in result.rows.values()) for layer in LAYERS}
+    lines.append(f"{'total':<{width}} {result.columns_s:8.3f} {1:6.1%} " + " ".join(
+        f"{sums[layer]:11.3f}" for layer in LAYERS))
+    lines.append(f"{'share':<{width}} {'':8} {'':6} " + " ".join(
+        f"{sums[layer] / total:11.1%}" for layer in LAYERS))
+    lines.append("")
+    c = result.costs
+    lines.append(f"instrumentation cost per event: scope range {c.scope_s * 1e6:.2f} us, simulator range "
+                 f"{c.sim_s * 1e6:.2f} us, op {c.op_s * 1e6:.2f} us (of which {c.op_inside_s * 1e6:.2f} us inside it)")
+    lines.append(f"events: " + ", ".join(f"{k} {v:,}" for k, v in result.events.items()))
+    lines.append(f"instrumented main loop {result.window_s:.3f} s - instrumentation {result.overhead_s:.3f} s "
+                 f"= corrected {result.corrected_s:.3f} s")
+    if result.baseline_s is not None:
+        lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s ({result.baseline_env_frames:,} frames; "
+                     f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
+                     f"columns sum {_pct(result.deviation(result.columns_s))}")
+        lines.append(f"main-thread CPU: uninstrumented {result.baseline_cpu_s:.3f} s, instrumented "
+                     f"{result.window_cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)} "
+                     f"(wall {result.baseline_s:.3f} s: the CPU share of wall shows how busy the machine was)")
+    if result.excess_s > 0.01 * result.window_s:
+        lines.append(f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "
+                     "(the calibration overestimates this workload's per-event cost)")
+    if gpu:
+        lines.append("")
+        lines.append("GPU: kernel-busy time against what NVML (nvidia-smi) reports for the same intervals")
+        for name, times in result.components.items():
+            nvml = "n/a" if times.nvml_busy_s is None else f"{times.nvml_busy_s:.3f} s"
+            lines.append(f"  {name:<{width}} CPU time {times.total:8.3f} s  kernel busy {times.kernel_busy_s:8.3f} s"
+                         f"  NVML busy {nvml}")
+        nvml = "n/a" if result.nvml_busy_s is None else f"{result.nvml_busy_s / result.window_s:.1%}"
+        lines.append(f"  whole window: kernels busy {result.kernel_busy_s / result.window_s:.1%} of the time, "
+                     f"NVML utilization {nvml}")
+    return "\n".join(lines)
+
+
+def write_chart(result: Breakdown, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result.rows)[::-1]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(names) + 1.6))
+    left = [0.0] * len(names)
+    for layer in LAYERS:
+        values = [getattr(result.rows[name], layer) for name in names]
+        if not any(values):
+            continue
+        ax.barh(names, values, left=left, color=LAYER_COLORS[layer], label=LAYER_TITLES[layer])
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_xlabel("seconds (instrumentation subtracted)")
+    ax.set_title(f"Cross-stack breakdown, {result.mode} mode on {result.device}: {result.corrected_s:.2f} s")
+    ax.legend(loc="lower right", fontsize="small")
+    ax.tick_params(axis="y", labelsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,146 @@
+"""The env mode of `python -m sf.benchmark`: the ceiling's arithmetic, the sampling-only runtime switch, and the
+table / benchmark.json / chart of one tiny CartPole layout end to end."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import run_sf
+
+from sf.bench.ceiling import measure_ceiling, random_actions
+from sf.bench.families import Family, family_of
+from sf.bench.runs import parse_verdict
+from sf.benchmark import main
+from sf.cfg.arguments import default_cfg
+from sf.envs import register_env
+from sf.envs.spaces import ActionSpec
+
+SLEEP_S = 0.002
+FRAMESKIP = 3
+
+
+class SleepyEnv(gym.Env):
+    """Each step sleeps a fixed time and stands for FRAMESKIP frames: a simulator whose speed is known."""
+
+    frameskip = FRAMESKIP
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        time.sleep(SLEEP_S)
+        self.t += 1
+        return np.zeros(2, np.float32), 1.0, self.t >= 50, False, {}
+
+
+def register_sleepy(*_) -> None:
+    register_env("sleepy", lambda *args, **kwargs: SleepyEnv())
+
+
+SLEEPY = Family("sleepy", "unused", f"{__name__}:register_sleepy", False)
+
+
+def test_ceiling_sums_processes_and_counts_frameskip():
+    """2 processes x 2 envs, each step a 2 ms sleep of 3 frames: at most 2 * 3 / 0.002 = 3,000 frames/s."""
+    cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, set_workers_cpu_affinity=False)
+    result = measure_ceiling(cfg, SLEEPY, seconds=1.0)
+    bound = cfg.num_workers * FRAMESKIP / SLEEP_S
+    assert result.processes == 2 and result.envs == 4
+    assert 0.4 * bound < result.fps <= 1.02 * bound  # sleeps only overshoot; a loaded machine overshoots more
+
+
+def test_ceiling_serial_mode_is_one_process():
+    cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, serial_mode=True, async_rl=False)
+    result = measure_ceiling(cfg, SLEEPY, seconds=0.5)
+    assert result.processes == 1 and result.envs == 4
+    assert 0.4 * FRAMESKIP / SLEEP_S < result.fps <= 1.02 * FRAMESKIP / SLEEP_S
+
+
+def test_random_actions_cover_each_part_of_the_flat_vector():
+    actions = random_actions(ActionSpec((3, 5), 2), 2000, np.random.default_rng(0))
+    assert actions.shape == (2000, 4)
+    assert set(np.unique(actions[:, 0])) == {0, 1, 2} and set(np.unique(actions[:, 1])) == {0, 1, 2, 3, 4}
+    assert abs(float(actions[:, 2:].std()) - 1.0) < 0.1
+
+
+def test_family_of_env_names():
+    assert family_of("doom_basic").train_module == "sf_examples.vizdoom.train_vizdoom"
+    assert family_of("mujoco_ant").train_module == "sf_examples.mujoco.train_mujoco"
+    assert family_of("CartPole-v1").train_module == "sf_examples.train_gym_env"
+
+
+@pytest.mark.parametrize("text, kind", [
+    ('{"verdict": "inference-bound", "components": {}}', "inference"),
+    ('log line\n{"verdict": {"kind": "learner", "evidence": "x"}}', "learner"),
+    ('{"verdict": "verdict: simulation-bound"}', "simulation"),
+    ('{"verdict": "unknown-bound"}', None),
+    ("not json", None),
+])
+def test_parse_verdict(text, kind):
+    assert parse_verdict(text) == kind
+
+
+def test_sampling_only_counts_frames_and_never_trains(tmp_path):
+    """Parallel, asynchronous: the frame stop condition ends the run; the learner never enters its training scope."""
+    proc = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=4", "--sampling_only=True",
+                   "--train_for_env_steps=6000", "--rollout=16", "--batch_size=128", "--num_batches_per_epoch=1",
+                   f"--train_dir={tmp_path}", "--experiment=s"], timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    exp = tmp_path / "s"
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 6000
+    assert summary["policy_versions"]["0"] == 0  # nothing trained, nothing published
+    learner = json.loads((exp / "profile.json").read_text())["Learner 0"]["tree"]
+    assert "train" not in learner and "prepare_batch" not in learner
+    assert not list(exp.glob("checkpoint_p0/*"))
+
+
+def test_env_mode_table_json_and_chart(tmp_path, capsys):
+    """A tiny serial CartPole layout: three rows, shares computed from the FPS figures, files in the folder."""
+    code = main(["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--num_workers=1",
+                 "--num_envs_per_worker=4", "--rollout=16", "--batch_size=64", "--num_batches_per_epoch=1",
+                 "--train_for_env_steps=3000", "--phase_s=1", f"--train_dir={tmp_path}", "--experiment=b"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("phase")) + 2:][:3]
+    bench = json.loads((tmp_path / "b" / "benchmark.json").read_text())
+    phases = {p["name"]: p for p in bench["phases"]}
+    assert [p["name"] for p in bench["phases"]] == ["ceiling", "sampling", "training"]
+    ceiling = phases["ceiling"]["fps"]
+    for name in ("sampling", "training"):
+        phase = phases[name]
+        summary = json.loads((tmp_path / "b" / name / "summary.json").read_text())
+        assert phase["fps"] == pytest.approx(summary["fps_steady"])  # the run's own record
+        assert phase["fps_whole_run"] == pytest.approx(summary["fps"])
+        assert phase["share_of_ceiling"] == pytest.approx(phase["fps"] / ceiling)
+        assert summary["env_frames"]["0"] >= 3000
+        verdict = f"{phase['verdict']}-bound" if phase["verdict"] else "n/a"
+        row = table[1 if name == "sampling" else 2]
+        assert f"{phase['fps']:,.0f}" in row and f"{100 * phase['share_of_ceiling']:.0f} %" in row
+        assert row.rstrip().endswith(verdict)
+    assert "sampling_only" in phases["sampling"]["command"] and "sampling_only" not in phases["training"]["command"]
+    assert bench["layout"]["num_envs_per_worker"] == 4 and bench["cpus"] == os.cpu_count()
+    assert (tmp_path / "b" / "benchmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert table[0].startswith("simulator ceiling") and f"{ceiling:,.0f}" in table[0]
+    assert table[1].startswith("sampling only") and table[2].startswith("training")
+
+
+@pytest.mark.parametrize("flags, names", [
+    (["--env=CartPole-v1", "--num_workers=0"], "--num_workers"),
+    (["--num_workers=2"], "--env"),
+    (["--env=NoSuchEnv-v9"], "--env"),
+])
+def test_bad_input_exits_2_before_anything_starts(tmp_path, capsys, flags, names):
+    assert main([*flags, f"--train_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names in err[0]
+    assert not list(tmp_path.iterdir())
