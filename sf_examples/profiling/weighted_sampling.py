@@ -140,26 +140,24 @@ def _tree_set(sums: np.ndarray, mins: np.ndarray, size: int, index: int, weight:
 
 
 @numba.njit(cache=True)
-def _tree_draw(sums: np.ndarray, size: int, excess: float, u: np.ndarray, out: np.ndarray) -> int:
-    """Descend for each draw; accept leaf i with probability (w_i - excess) / w_i. Returns the draws used."""
-    used = 0
-    for j in range(out.shape[0]):
-        while True:
-            target = u[used % u.shape[0]] * sums[1]
-            accept = u[(used + 1) % u.shape[0]]
-            used += 2
-            i = 1
-            while i < size:
-                if target < sums[2 * i]:
-                    i = 2 * i
-                else:
-                    target -= sums[2 * i]
-                    i = 2 * i + 1
-            w = sums[i]
-            if w > 0 and accept * w < w - excess:
-                out[j] = i - size
-                break
-    return used
+def _tree_draw(sums: np.ndarray, size: int, excess: float, targets: np.ndarray, accept: np.ndarray,
+               out: np.ndarray, filled: int) -> int:
+    """Descend for each target (sorted, so neighbouring descents share cached nodes); keep leaf i with probability
+    (w_i - excess) / w_i. Returns how many of `out` are filled."""
+    for j in range(targets.shape[0]):
+        target = targets[j]
+        i = 1
+        while i < size:
+            if target < sums[2 * i]:
+                i = 2 * i
+            else:
+                target -= sums[2 * i]
+                i = 2 * i + 1
+        w = sums[i]
+        if w > 0 and accept[j] * w < w - excess:
+            out[filled] = i - size
+            filled += 1
+    return filled
 
 
 class SumTreeSampler:
@@ -206,12 +204,13 @@ class SumTreeSampler:
                 self.rebuild()
                 excess = 0.0
             out = np.empty(batch, dtype=np.int64)
-            u = self.rng.random(4 * batch)
-            while True:  # rejections are rare; a fresh block of uniforms covers any run of them
-                used = _tree_draw(self.sums, self.size, excess, u, out)
-                if used <= len(u):
-                    return out
-                u = self.rng.random(2 * used)
+            filled = 0
+            while filled < batch:  # rejections are rare: a second round, if any, is short
+                missing = batch - filled
+                targets = np.sort(self.rng.random(missing)) * self.sums[1]
+                filled = _tree_draw(self.sums, self.size, excess, targets, self.rng.random(missing), out, filled)
+            self.rng.shuffle(out)  # draws come out in index order; a batch should not
+            return out
 
 
 SAMPLERS = (NumpySampler, TorchSampler, NumpyMinSampler, NumbaSampler, SumTreeSampler)
