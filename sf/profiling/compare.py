@@ -173,6 +173,7 @@ def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = F
     out.mkdir(exist_ok=True)
     charts.diff_bars(comparison, out / "compare.png")
     if as_json:
-        return json.dumps({**asdict(comparison), "marked": [r.key for r in comparison.marked]}, indent=2,
-                          default=lambda v: None)
+        from sf.profiling.report import _finite
+
+        return json.dumps(_finite({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
     return format_text(comparison)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -58,7 +59,18 @@ class Report:
     verdict: Verdict
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return _finite(asdict(self))
+
+
+def _finite(data):
+    """JSON has no infinity or NaN: such values (a what-if with nothing left to limit the rate) become null."""
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
 
 
 def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple[str, float]]:
