@@ -173,7 +173,7 @@ def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = F
     out.mkdir(exist_ok=True)
     charts.diff_bars(comparison, out / "compare.png")
     if as_json:
-        from sf.profiling.report import _finite
+        from sf.profiling.report import finite_json
 
-        return json.dumps(_finite({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
+        return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
     return format_text(comparison)

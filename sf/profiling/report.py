@@ -59,15 +59,15 @@ class Report:
     verdict: Verdict
 
     def to_json(self) -> dict:
-        return _finite(asdict(self))
+        return finite_json(asdict(self))
 
 
-def _finite(data):
+def finite_json(data):
     """JSON has no infinity or NaN: such values (a what-if with nothing left to limit the rate) become null."""
     if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
+        return {k: finite_json(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_finite(v) for v in data]
+        return [finite_json(v) for v in data]
     if isinstance(data, float) and not math.isfinite(data):
         return None
     return data
