@@ -10,7 +10,7 @@ import torch
 
 from sf.algo.gae import compute_gae, compute_gae_numba, compute_gae_torch
 from sf.algo.lr_schedule import LearningRateSchedule
-from sf.algo.ppo_loss import LossInputs, ppo_losses
+from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.running_mean_std import RunningMeanStd
 from sf.algo.vtrace import compute_vtrace
 
@@ -101,24 +101,33 @@ def test_vtrace_on_policy_untruncated_equals_gae_lambda_one():
     torch.testing.assert_close(pg, adv)
 
 
+def normalized(xs: list[float]) -> list[float]:
+    mean = sum(xs) / len(xs)
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))  # unbiased, as torch.std
+    return [(x - mean) / std for x in xs]
+
+
 def test_ppo_losses_hand_checked():
-    clip, clip_v = 0.2, 0.5
     log_prob = torch.log(torch.tensor([1.5, 0.5, 1.1]))  # old log-probs are 0, so these are the ratios
     inp = LossInputs(
         log_prob=log_prob, old_log_prob=torch.zeros(3), advantages=torch.tensor([1.0, -2.0, 3.0]),
         values=torch.tensor([1.0, 0.0, 2.0]), old_values=torch.tensor([0.0, 0.0, 1.8]),
         returns=torch.tensor([2.0, 1.0, 2.0]), entropy=torch.tensor([0.3, 0.6, 0.9]),
+        kl_to_behaviour=torch.tensor([0.1, 0.2, 0.6]),
     )
-    out = ppo_losses(inp, clip, clip_v, value_loss_coeff=0.5, exploration_loss_coeff=0.01)
-    # surrogates min(r*A, clip(r)*A): min(1.5, 1.2)=1.2, min(-1, -1.6)=-1.6, min(3.3, 3.3)=3.3
-    policy = -(1.2 - 1.6 + 3.3) / 3
-    # clipped values 0.5, 0.0, 2.0 -> max squared errors: max(1, 2.25)=2.25, max(1, 1)=1, max(0, 0)=0
-    value = 0.5 * 0.5 * (2.25 + 1.0 + 0.0) / 3
+    out = ppo_losses(inp, LossCoefficients(clip_ratio=0.2, clip_value=0.5, value_loss_coeff=0.5,
+                                           exploration_loss_coeff=0.01, kl_loss_coeff=0.4))
+    a = normalized([1.0, -2.0, 3.0])  # [0.1325, -1.0596, 0.9272]
+    # clip range [1/1.2, 1.2]: r=1.5, A>0 -> 1.2*A; r=0.5, A<0 -> min(0.5A, A/1.2) = A/1.2; r=1.1 inside -> 1.1*A
+    policy = -(1.2 * a[0] + a[1] / 1.2 + 1.1 * a[2]) / 3
+    # clipped values 0.5, 0.0, 2.0 -> max squared errors: max(1, 2.25)=2.25, max(1, 1)=1, max(0, 0)=0; no 0.5 factor
+    value = 0.5 * (2.25 + 1.0 + 0.0) / 3
     exploration = -0.01 * 0.6
+    kl = (0.1 + 0.2 + 0.6) / 3
     expected = {
-        "policy_loss": policy, "value_loss": value, "exploration_loss": exploration, "kl_loss": 0.0,
-        "total_loss": policy + value + exploration, "entropy": 0.6, "clip_fraction": 2 / 3, "ratio_mean": 3.1 / 3,
-        "approx_kl": sum(r - 1 - math.log(r) for r in (1.5, 0.5, 1.1)) / 3,
+        "policy_loss": policy, "value_loss": value, "exploration_loss": exploration, "kl_loss": 0.4 * kl,
+        "total_loss": policy + value + exploration + 0.4 * kl, "entropy": 0.6, "clip_fraction": 2 / 3,
+        "ratio_mean": 3.1 / 3, "kl_divergence": kl,
     }
     assert set(out) == set(expected)
     for key, value in expected.items():
@@ -126,42 +135,90 @@ def test_ppo_losses_hand_checked():
         assert out[key].item() == pytest.approx(value, rel=1e-5), key
 
 
-def test_ppo_losses_kl_penalty_and_symmetric_kl_exploration():
-    ratios = torch.tensor([1.5, 0.5, 1.1])
-    log_prob = ratios.log().requires_grad_()
-    uniform_kl = torch.tensor([0.2, 0.4, 0.0])
-    inp = LossInputs(log_prob=log_prob, old_log_prob=torch.zeros(3), advantages=torch.zeros(3),
-                     values=torch.zeros(3), old_values=torch.zeros(3), returns=torch.zeros(3),
-                     entropy=torch.tensor([0.3, 0.6, 0.9]), uniform_kl=uniform_kl)
-    out = ppo_losses(inp, 0.2, 1.0, value_loss_coeff=0.5, exploration_loss_coeff=0.1, kl_loss_coeff=2.0)
-    kl = sum(r - 1 - math.log(r) for r in (1.5, 0.5, 1.1)) / 3
-    assert out["kl_loss"].item() == pytest.approx(2.0 * kl, rel=1e-5)
-    assert out["exploration_loss"].item() == pytest.approx(0.1 * 0.2, rel=1e-5)
-    assert out["total_loss"].item() == pytest.approx(2.0 * kl + 0.1 * 0.2, rel=1e-5)
-    out["total_loss"].backward()
-    # zero advantages: only the KL penalty reaches log_prob, d/dlogp of 2*mean(r - 1 - log r) = 2*(r - 1)/3
-    torch.testing.assert_close(log_prob.grad, 2.0 * (ratios - 1.0) / 3)
+def test_ppo_clip_range_is_reciprocal_and_ratio_is_bounded():
+    # clip 1.5: PPO's 1 - c would be negative; Sample Factory's range is [0.4, 2.5]. Ratios 0.01 and 100 are first
+    # clamped to [0.05, 20]; three of the four ratios lie outside the clip range.
+    ratios = torch.tensor([0.01, 1.0, 3.0, 100.0])
+    adv = torch.tensor([2.0, 1.0, -1.0, -2.0])
+    inp = LossInputs(log_prob=ratios.log(), old_log_prob=torch.zeros(4), advantages=adv, values=torch.zeros(4),
+                     old_values=torch.zeros(4), returns=torch.zeros(4), entropy=torch.zeros(4),
+                     kl_to_behaviour=torch.zeros(4))
+    out = ppo_losses(inp, LossCoefficients(1.5, 1.0, 0.0, 0.0))
+    a = normalized([2.0, 1.0, -1.0, -2.0])
+    r = [0.05, 1.0, 3.0, 20.0]
+    clipped = [min(max(x, 0.4), 2.5) for x in r]
+    expected = -sum(min(x * ai, c * ai) for x, c, ai in zip(r, clipped, a)) / 4
+    assert out["policy_loss"].item() == pytest.approx(expected, rel=1e-5)
+    assert out["clip_fraction"].item() == pytest.approx(3 / 4)
+
+
+def test_symmetric_kl_exploration_is_guarded_and_clamped():
+    def exploration(uniform_kl):
+        inp = LossInputs(log_prob=torch.zeros(2), old_log_prob=torch.zeros(2), advantages=torch.tensor([1.0, -1.0]),
+                         values=torch.zeros(2), old_values=torch.zeros(2), returns=torch.zeros(2),
+                         entropy=torch.tensor([5.0, 5.0]), kl_to_behaviour=torch.zeros(2), uniform_kl=uniform_kl)
+        return ppo_losses(inp, LossCoefficients(0.2, 1.0, 0.5, exploration_loss_coeff=0.1))["exploration_loss"].item()
+
+    assert exploration(torch.tensor([0.2, 0.4])) == pytest.approx(0.1 * 0.3)  # the entropy plays no part
+    assert exploration(torch.tensor([50.0, 30.0])) == pytest.approx(0.1 * 30.0)  # clamped at 30
+    assert exploration(torch.tensor([float("inf"), 1.0])) == 0.0
+    assert exploration(torch.tensor([float("nan"), 1.0])) == 0.0
 
 
 def test_ppo_losses_masked_mean_ignores_invalid_steps():
     gen = torch.Generator().manual_seed(5)
     fields = {k: torch.randn(8, generator=gen) for k in ("log_prob", "old_log_prob", "advantages", "values",
-                                                          "old_values", "returns", "entropy")}
-    valids = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
-    keep = valids.bool()
-    masked = ppo_losses(LossInputs(**fields, valids=valids), 0.2, 1.0, 0.5, 0.003)
-    subset = ppo_losses(LossInputs(**{k: v[keep] for k, v in fields.items()}), 0.2, 1.0, 0.5, 0.003)
+                                                          "old_values", "returns", "entropy", "kl_to_behaviour")}
+    valids = torch.tensor([1, 1, 0, 1, 0, 1, 1, 0], dtype=torch.bool)
+    coeffs = LossCoefficients(0.2, 1.0, 0.5, 0.003, 0.2)
+    masked = ppo_losses(LossInputs(**fields, valids=valids), coeffs)
+    subset = ppo_losses(LossInputs(**{k: v[valids] for k, v in fields.items()}), coeffs)
+    unmasked = ppo_losses(LossInputs(**fields), coeffs)
     for key in masked:
         torch.testing.assert_close(masked[key], subset[key])
+    assert not torch.allclose(masked["total_loss"], unmasked["total_loss"])
 
 
-def test_ppo_losses_gradients_flow_to_log_prob_values_entropy():
+def test_ppo_loss_gradients_match_hand_derivation():
+    """At ratio 1 (inside the clip range) d/dlogp = -A_norm / B; the unclipped value error wins, so
+    d/dV = coeff * 2 (V - R) / B; d/dH = -exploration_coeff / B."""
     log_prob = torch.zeros(4, requires_grad=True)
     values = torch.zeros(4, requires_grad=True)
     entropy = torch.ones(4, requires_grad=True)
-    inp = LossInputs(log_prob, torch.zeros(4), torch.ones(4), values, torch.zeros(4), torch.ones(4), entropy)
-    ppo_losses(inp, 0.2, 1.0, 0.5, 0.01)["total_loss"].backward()
-    assert log_prob.grad.abs().sum() > 0 and values.grad.abs().sum() > 0 and entropy.grad.abs().sum() > 0
+    adv = [1.0, -1.0, 2.0, 0.0]
+    inp = LossInputs(log_prob, torch.zeros(4), torch.tensor(adv), values, old_values=torch.full((4,), 3.0),
+                     returns=torch.full((4,), 2.0), entropy=entropy, kl_to_behaviour=torch.zeros(4))
+    ppo_losses(inp, LossCoefficients(0.2, 1.0, value_loss_coeff=0.5, exploration_loss_coeff=0.01))["total_loss"].backward()
+    torch.testing.assert_close(log_prob.grad, -torch.tensor(normalized(adv)) / 4)
+    torch.testing.assert_close(values.grad, torch.full((4,), 0.5 * 2 * (0.0 - 2.0) / 4))
+    torch.testing.assert_close(entropy.grad, torch.full((4,), -0.01 / 4))
+
+
+def masked_gae_reference(rewards, dones, values, valids, gamma, lam):
+    """Sample Factory's masked GAE written out step by step."""
+    r, d, v, m = rewards.tolist(), dones.tolist(), values.tolist(), valids.float().tolist()
+    adv = [[0.0] * len(r[0]) for _ in r]
+    for i in range(len(r)):
+        last = 0.0
+        for t in reversed(range(len(r[0]))):
+            delta = (r[i][t] - v[i][t]) * m[i][t] + (1 - d[i][t]) * gamma * v[i][t + 1] * m[i][t + 1]
+            discount = gamma * lam * m[i][t] + (1 - m[i][t])
+            last = delta + discount * last * (1 - d[i][t])
+            adv[i][t] = last
+    adv = torch.tensor(adv)
+    return adv, adv + values[:, :-1] * valids[:, :-1].float()
+
+
+def test_gae_with_valids_matches_reference_in_both_implementations():
+    rewards, dones, values = rollout(seed=4)
+    valids = torch.rand(values.shape, generator=torch.Generator().manual_seed(9)) > 0.3
+    ref_adv, ref_ret = masked_gae_reference(rewards, dones, values, valids, 0.95, 0.9)
+    for impl in (compute_gae_numba, compute_gae_torch):
+        adv, ret = impl(rewards, dones, values, 0.95, 0.9, valids)
+        torch.testing.assert_close(adv, ref_adv)
+        torch.testing.assert_close(ret, ref_ret)
+    plain, _ = compute_gae(rewards, dones, values, 0.95, 0.9)
+    assert not torch.allclose(plain, ref_adv)
 
 
 def test_running_mean_std_matches_numpy_after_several_updates():

@@ -20,7 +20,7 @@ DEFAULTS = dict(
     encoder_mlp_layers=[32, 16], encoder_conv_architecture="convnet_simple", encoder_conv_mlp_layers=[512],
     nonlinearity="elu", use_rnn=False, rnn_type="gru", rnn_size=24, rnn_num_layers=1, decoder_mlp_layers=[],
     actor_critic_share_weights=True, adaptive_stddev=False, initial_stddev=1.0, continuous_tanh_scale=0.0,
-    policy_initialization="orthogonal", policy_init_gain=1.0, normalize_input=False, normalize_input_keys=None,
+    policy_initialization="orthogonal", policy_init_gain=1.0, init_all_layers=False, normalize_input=False, normalize_input_keys=None,
     obs_subtract_mean=0.0, obs_scale=1.0, normalize_returns=False,
 )
 VECTOR_SPEC = {"obs": ((7,), np.dtype(np.float32))}
@@ -94,31 +94,52 @@ def test_dict_obs_concatenates_per_key_encoders_mixed_actions():
     obs = {"image": torch.randint(0, 256, (4, *DOOM_SHAPE), dtype=torch.uint8), "measurements": torch.randn(4, 5)}
     out = model(model.normalize_obs(obs), torch.zeros(4, model.rnn_state_size))
     assert model.rnn_state_size == 2 * 24
-    assert out.actions.shape == (4, action_spec.flat_dim) and out.action_logits.shape == (4, action_spec.num_logits)
+    assert out.actions.shape == (4, action_spec.flat_dim)
+    assert out.action_logits.shape == (4, action_spec.num_logits + action_spec.continuous_dim) == (4, 9)
     assert set(out.actions[:, 0].tolist()) <= {0.0, 1.0, 2.0} and set(out.actions[:, 1].tolist()) <= {0.0, 1.0}
+
+
+def head_features(model, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    core, _ = model.forward_core(model.forward_head(obs), None)
+    return core
 
 
 def test_gaussian_stddev_fixed_and_adaptive():
     spec = ActionSpec((), 3)
+    obs = vector_obs(8)
     fixed = create_actor_critic(VECTOR_SPEC, spec, cfg(initial_stddev=0.5))
-    assert fixed.log_std.shape == (3,) and torch.allclose(fixed.log_std, torch.full((3,), math.log(0.5)))
+    assert fixed.log_std.shape == (3,) and fixed.num_action_params == 6
+    params, _ = fixed.forward_tail(head_features(fixed, obs))
+    x = head_features(fixed, obs)
+    torch.testing.assert_close(params[:, :3], x @ fixed.action_head.weight.t() + fixed.action_head.bias)
+    torch.testing.assert_close(params[:, 3:], torch.full((8, 3), math.log(0.5)))
+    torch.testing.assert_close(fixed.action_distribution(params).std, torch.full((8, 3), 0.5))
+
+    # state-dependent: the head's last 3 outputs are log stds, initial_stddev plays no part (as in Sample Factory)
     adaptive = create_actor_critic(VECTOR_SPEC, spec, cfg(adaptive_stddev=True, initial_stddev=0.5))
     assert adaptive.log_std is None and adaptive.num_action_params == 6
-    logits, _ = adaptive.forward_tail(adaptive.forward_head(vector_obs(8)))
-    assert logits.shape == (8, 6)
-    dist = adaptive.action_distribution(logits)
-    torch.testing.assert_close(dist.std, torch.full((8, 3), 0.5), atol=0.05, rtol=0)
-    assert dist.sample().shape == (8, 3)
+    params, _ = adaptive.forward_tail(head_features(adaptive, obs))
+    x = head_features(adaptive, obs)
+    torch.testing.assert_close(params, x @ adaptive.action_head.weight.t() + adaptive.action_head.bias)
+    torch.testing.assert_close(adaptive.action_distribution(params).std, params[:, 3:].exp())
+    huge = params.detach().clone()
+    huge[:, 3:] = 50.0
+    torch.testing.assert_close(adaptive.action_distribution(huge).std, torch.full((8, 3), 1e4))
+
+    # a Tuple mixing categorical and continuous parts always has state-dependent stds, whatever the flag
+    mixed = create_actor_critic(VECTOR_SPEC, ActionSpec((4,), 2), cfg(adaptive_stddev=False))
+    assert mixed.log_std is None and mixed.action_head.out_features == 4 + 2 + 2
 
 
 def test_continuous_tanh_scale_bounds_means():
-    model = create_actor_critic(VECTOR_SPEC, ActionSpec((2,), 2), cfg(continuous_tanh_scale=0.1, policy_init_gain=50.0))
+    model = create_actor_critic(VECTOR_SPEC, ActionSpec((), 2), cfg(continuous_tanh_scale=0.1))
+    obs = {"obs": torch.randn(64, 7) * 10}
     with torch.no_grad():
         model.action_head.weight.mul_(1000.0)
-        logits, _ = model.forward_tail(model.forward_head({"obs": torch.randn(64, 7) * 10}))
-    means = logits[:, 2:]
-    assert means.abs().max() <= 0.1 and means.abs().max() > 0.09
-    assert logits[:, :2].abs().max() > 1.0  # categorical logits are not squashed
+        params, _ = model.forward_tail(head_features(model, obs))
+        raw = head_features(model, obs) @ model.action_head.weight.t() + model.action_head.bias
+    torch.testing.assert_close(params[:, :2], 0.1 * torch.tanh(raw / 0.1))
+    assert raw.abs().max() > 1.0  # the squashing did bite
 
 
 def test_values_are_denormalized_in_policy_output():
@@ -232,13 +253,39 @@ def test_state_dict_round_trip_reproduces_outputs_and_statistics():
         torch.testing.assert_close(getattr(actual, field), getattr(expected, field))
 
 
-def test_initialization_schemes():
-    for scheme in ("orthogonal", "xavier_uniform", "torch_default"):
-        model = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization=scheme))
-        assert model.action_head.weight.abs().max() > 0
-    ortho = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg())
-    w = ortho.value_head.weight
-    torch.testing.assert_close(w @ w.t(), torch.eye(1))
-    assert ortho.action_head.weight.norm(dim=1).max() < 0.02
+def is_orthogonal(w: torch.Tensor, gain: float) -> bool:
+    g = w @ w.t() if w.shape[0] <= w.shape[1] else w.t() @ w
+    return torch.allclose(g, gain**2 * torch.eye(g.shape[0]), atol=1e-5)
+
+
+@pytest.mark.parametrize("all_layers", [False, True])
+def test_initialization_schemes(all_layers):
+    config = dict(encoder_mlp_layers=[32, 16], decoder_mlp_layers=[8], init_all_layers=all_layers)
+    ortho = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_init_gain=1.5, **config))
+    encoder = [m for m in ortho.encoders.modules() if isinstance(m, nn.Linear)]
+    decoder = [m for m in ortho.decoders.modules() if isinstance(m, nn.Linear)]
+    assert is_orthogonal(ortho.action_head.weight, 1.5) and is_orthogonal(ortho.value_head.weight, 1.5)
+    for layer in encoder + decoder + [ortho.action_head, ortho.value_head]:
+        assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+    for layer in encoder + decoder:
+        if all_layers:
+            assert is_orthogonal(layer.weight, 1.5)
+        else:  # PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), so not orthogonal
+            assert layer.weight.abs().max() <= 1.0 / math.sqrt(layer.in_features)
+            assert not is_orthogonal(layer.weight, 1.5)
+
+    xavier = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="xavier_uniform", **config))
+    bound = math.sqrt(6.0 / (xavier.action_head.in_features + xavier.action_head.out_features))
+    assert xavier.action_head.weight.abs().max() <= bound
+    assert xavier.action_head.weight.abs().max() > 1.0 / math.sqrt(xavier.action_head.in_features)
+
+    torch.manual_seed(11)
+    default = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="torch_default", **config))
+    torch.manual_seed(11)
+    untouched = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(**config))
+    first = default.encoders[0].encoders[0].mlp[0]
+    assert first.bias.abs().max() > 0  # PyTorch's own bias init survives
+    if not all_layers:  # same seed, same draws: the encoder weights are PyTorch's in both
+        torch.testing.assert_close(first.weight, untouched.encoders[0].encoders[0].mlp[0].weight)
     with pytest.raises(ValueError, match="--policy_initialization"):
         create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="kaiming"))

@@ -171,7 +171,8 @@ def _placement_flags(g: _Group) -> None:
     g.integer("worker_num_splits", 2, "groups each worker's envs are split into, so one group steps while the "
                                   "other waits for actions (double buffering)")
     g.integer("policy_workers_per_policy", 1, "inference worker processes per policy")
-    g.integer("max_policy_lag", 1000, "drop experience collected by a policy this many versions older than the learner's")
+    g.integer("max_policy_lag", 1000, "experience collected by a policy this many versions older than the learner's "
+              "is dropped on arrival and masked out of the loss at training time")
     g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")
     g.integer("num_envs_per_worker", 2, "environments stepped by each rollout worker")
     g.integer("decorrelate_experience_max_seconds", 0,
@@ -210,11 +211,11 @@ def _rl_flags(g: _Group) -> None:
     g.real("gae_lambda", 0.95, "GAE lambda: 0 is one-step TD, 1 is Monte Carlo")
     g.real("exploration_loss_coeff", 0.003, "weight of the exploration term")
     g.real("value_loss_coeff", 0.5, "weight of the value loss")
-    g.real("kl_loss_coeff", 0.0, "weight of a penalty on KL(behaviour || current policy), estimated from the "
-           "sampled actions (0 disables it)")
+    g.real("kl_loss_coeff", 0.0, "weight of a penalty on KL(current || behaviour policy), computed exactly from the "
+           "behaviour policy's stored action logits (0 disables it)")
     g.choice("exploration_loss", ("entropy", "symmetric_kl"), "entropy", "exploration term: an entropy bonus, or a "
              "penalty on the symmetric KL to the uniform policy (categorical actions only)")
-    g.real("ppo_clip_ratio", 0.1, "PPO clips the probability ratio to [1 - r, 1 + r]")
+    g.real("ppo_clip_ratio", 0.1, "PPO clips the probability ratio to [1 / (1 + r), 1 + r]")
     g.real("ppo_clip_value", 1.0, "clip value-function updates to this distance from the old values")
     g.boolean("with_vtrace", False, "correct off-policy experience with V-trace instead of plain GAE")
     g.real("vtrace_rho", 1.0, "V-trace truncation of importance weights for the value target")
@@ -253,6 +254,9 @@ def _model_flags(g: _Group) -> None:
     g.choice("policy_initialization", ("orthogonal", "xavier_uniform", "torch_default"), "orthogonal",
              "weight initialization")
     g.real("policy_init_gain", 1.0, "gain of the weight initialization")
+    g.boolean("init_all_layers", False, "apply --policy_initialization to every layer's weights; by default, as in "
+              "Sample Factory, it reaches the action and value heads and the ResNet trunk, and MLP encoders, plain "
+              "conv trunks and decoders keep PyTorch's default weights")
     g.boolean("actor_critic_share_weights", True, "one encoder and core for policy and value; False gives each its own")
     g.boolean("adaptive_stddev", True, "continuous actions: the stddev is a network output (else a learned parameter)")
     g.real("continuous_tanh_scale", 0.0, "continuous actions: squash means with scale * tanh (0 disables)")

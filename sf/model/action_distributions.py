@@ -102,13 +102,13 @@ class ActionDistribution:
         return _sum(terms)
 
     def symmetric_kl_to_uniform(self) -> torch.Tensor:
-        """[B]: KL(p || u) + KL(u || p) against the uniform choice, summed over categorical sub-actions.
+        """[B]: 0.5 * (KL(p || u) + KL(u || p)) against the uniform choice, summed over categorical sub-actions.
 
-        The log K terms of the two directions cancel, leaving sum(p log p) - mean(log p) per sub-action.
+        The log K terms of the two directions cancel, leaving 0.5 * (sum(p log p) - mean(log p)) per sub-action.
         """
         if self.continuous_dim:
             raise ValueError("the symmetric-KL exploration term needs a purely categorical action space")
-        terms = [((lp.exp() * lp).sum(-1) - lp.mean(-1)).sum(-1) for lp in self.log_probs]
+        terms = [0.5 * ((lp.exp() * lp).sum(-1) - lp.mean(-1)).sum(-1) for lp in self.log_probs]
         return _sum(terms)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:

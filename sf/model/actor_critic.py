@@ -16,11 +16,11 @@ from sf.algo.running_mean_std import RunningMeanStd
 from sf.envs.spaces import ActionSpec, ObsSpec
 from sf.model.action_distributions import ActionDistribution
 from sf.model.cores import create_core
-from sf.model.encoders import Mlp, ObsEncoder
+from sf.model.encoders import ConvEncoder, Mlp, ObsEncoder
 from sf.model.obs_normalizer import ObsNormalizer
 
-# learned (adaptive) log std is kept in a range where exp() and 1/std stay well conditioned
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+# Sample Factory keeps the Gaussian's stddev inside [1e-4, 1e4]
+LOG_STD_MIN, LOG_STD_MAX = math.log(1e-4), math.log(1e4)
 INITIALIZATIONS = ("orthogonal", "xavier_uniform", "torch_default")
 
 
@@ -34,8 +34,15 @@ class PolicyOutput:
 
 
 class ActorCritic(nn.Module):
-    """`action_logits` are the distribution parameters: `action_spec.num_logits` columns (categorical logits,
-    then Gaussian means), plus `continuous_dim` learned log stds when `--adaptive_stddev` (num_action_params)."""
+    """`action_logits` are the full distribution parameters, `num_action_params` columns: the categorical logits,
+    the Gaussian means, then one log stddev per continuous dimension. Stored with each step, they let the learner
+    rebuild the behaviour policy exactly (for its KL to the current policy).
+
+    The log stddevs are a network output (state-dependent) with `--adaptive_stddev` and for any action space that
+    mixes categorical and continuous parts (as in Sample Factory, where a Tuple always uses the default
+    parameterization); otherwise they are one learned parameter started at `--initial_stddev`, and
+    `--continuous_tanh_scale` squashes the means.
+    """
 
     def __init__(self, obs_spec: ObsSpec, action_spec: ActionSpec, cfg):
         super().__init__()
@@ -55,36 +62,42 @@ class ActorCritic(nn.Module):
         self.rnn_state_size = sum(self._state_sizes)
 
         continuous_dim = action_spec.continuous_dim
-        self.adaptive_stddev = bool(cfg.adaptive_stddev) and continuous_dim > 0
-        self.num_action_params = action_spec.num_logits + (continuous_dim if self.adaptive_stddev else 0)
-        self.action_head = nn.Linear(self.decoders[0].out_size, self.num_action_params)
+        mixed = continuous_dim > 0 and len(action_spec.discrete_sizes) > 0
+        self.adaptive_stddev = continuous_dim > 0 and (bool(cfg.adaptive_stddev) or mixed)
+        self.num_action_params = action_spec.num_logits + continuous_dim
+        head_size = self.num_action_params if self.adaptive_stddev else action_spec.num_logits
+        self.action_head = nn.Linear(self.decoders[0].out_size, head_size)
         self.value_head = nn.Linear(self.decoders[-1].out_size, 1)
-        initial_log_std = math.log(cfg.initial_stddev)
         if continuous_dim and not self.adaptive_stddev:
-            self.log_std = nn.Parameter(torch.full((continuous_dim,), initial_log_std))
+            self.log_std = nn.Parameter(torch.full((continuous_dim,), math.log(cfg.initial_stddev)))
         else:
             self.register_parameter("log_std", None)
-        self.tanh_scale = float(cfg.continuous_tanh_scale)
-        self._initialize(cfg.policy_initialization, cfg.policy_init_gain, initial_log_std)
+        self.tanh_scale = float(cfg.continuous_tanh_scale) if not self.adaptive_stddev else 0.0
+        self._initialize(cfg.policy_initialization, cfg.policy_init_gain, bool(cfg.init_all_layers))
         self.to(memory_format=torch.channels_last)  # conv weights only; matches ConvEncoder's input layout
 
-    def _initialize(self, scheme: str, gain: float, initial_log_std: float) -> None:
+    def _initialize(self, scheme: str, gain: float, all_layers: bool) -> None:
+        """What Sample Factory 2.1.1's initializer does in effect: `scheme` with `gain` on the weights of the action
+        and value heads and of the ResNet trunk, zero biases on every Linear and Conv2d layer; the MLP encoders,
+        plain conv trunks and MLP decoders keep PyTorch's default weights (Sample Factory compiles those with
+        TorchScript, which its initializer passes over), as do the RNN cores. `all_layers` applies `scheme` to
+        every Linear and Conv2d weight instead."""
         if scheme not in INITIALIZATIONS:
             raise ValueError(f"--policy_initialization={scheme!r} is not one of {', '.join(INITIALIZATIONS)}")
-        if scheme != "torch_default":
-            init = nn.init.orthogonal_ if scheme == "orthogonal" else nn.init.xavier_uniform_
-            for name, param in self.named_parameters():
-                if name == "log_std":
-                    continue
-                if param.dim() >= 2:
-                    init(param.data, gain=gain)
-                else:
-                    nn.init.zeros_(param.data)
-            init(self.action_head.weight.data, gain=0.01)  # near-uniform initial policy
-            init(self.value_head.weight.data, gain=1.0)
-        if self.adaptive_stddev:
-            with torch.no_grad():
-                self.action_head.bias[self.action_spec.num_logits :].fill_(initial_log_std)
+        if scheme == "torch_default":
+            return
+        init = nn.init.orthogonal_ if scheme == "orthogonal" else nn.init.xavier_uniform_
+        schemed = [self] if all_layers else [self.action_head, self.value_head, *self._resnet_trunks()]
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d)) and module.bias is not None:
+                nn.init.zeros_(module.bias.data)
+        for root in schemed:
+            for module in root.modules():
+                if isinstance(module, (nn.Linear, nn.Conv2d)):
+                    init(module.weight.data, gain=gain)
+
+    def _resnet_trunks(self) -> list[nn.Module]:
+        return [m.trunk for m in self.modules() if isinstance(m, ConvEncoder) and m.is_resnet]
 
     # stages --------------------------------------------------------------------------------------------
     def normalize_obs(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
@@ -118,19 +131,22 @@ class ActorCritic(nn.Module):
         features = [dec(b) for dec, b in zip(self.decoders, branches)]
         action_logits = self.action_head(features[0])
         values = self.value_head(features[-1]).squeeze(1)
-        if self.tanh_scale > 0.0 and self.action_spec.continuous_dim:
-            start = self.action_spec.num_logits - self.action_spec.continuous_dim
-            end = self.action_spec.num_logits
-            means = self.tanh_scale * torch.tanh(action_logits[:, start:end] / self.tanh_scale)
-            action_logits = torch.cat([action_logits[:, :start], means, action_logits[:, end:]], dim=1)
+        if self.log_std is not None:
+            means = action_logits[:, self.action_spec.num_logits - self.action_spec.continuous_dim :]
+            if self.tanh_scale > 0.0:
+                means = self.tanh_scale * torch.tanh(means / self.tanh_scale)
+            discrete_logits = action_logits[:, : self.action_spec.num_logits - self.action_spec.continuous_dim]
+            log_std = self.log_std.expand(action_logits.shape[0], -1)
+            action_logits = torch.cat([discrete_logits, means, log_std], dim=1)
         return action_logits, values
 
     def action_distribution(self, action_logits: torch.Tensor) -> ActionDistribution:
-        if self.adaptive_stddev:
-            num_logits = self.action_spec.num_logits
-            log_std = action_logits[:, num_logits:].clamp(LOG_STD_MIN, LOG_STD_MAX)
-            return ActionDistribution(self.action_spec, action_logits[:, :num_logits], log_std)
-        return ActionDistribution(self.action_spec, action_logits, self.log_std)
+        """The distribution the parameters describe; works as well on parameters stored by an older policy."""
+        num_logits = self.action_spec.num_logits
+        if not self.action_spec.continuous_dim:
+            return ActionDistribution(self.action_spec, action_logits)
+        log_std = action_logits[:, num_logits:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return ActionDistribution(self.action_spec, action_logits[:, :num_logits], log_std)
 
     def forward(self, obs_norm: dict[str, torch.Tensor], rnn_states: torch.Tensor | None,
                 deterministic: bool = False) -> PolicyOutput:

@@ -78,7 +78,8 @@ class ConvEncoder(nn.Module):
     def __init__(self, key: str, shape: tuple[int, int, int], cfg):
         super().__init__()
         arch = cfg.encoder_conv_architecture
-        if arch == "convnet_impala":
+        self.is_resnet = arch == "convnet_impala"
+        if self.is_resnet:
             self.trunk = _impala_trunk(shape[0], cfg.nonlinearity)
         elif arch in _PLAIN_CONVNETS:
             self.trunk = _plain_trunk(shape[0], _PLAIN_CONVNETS[arch], cfg.nonlinearity)

@@ -33,6 +33,11 @@ class BufferLayout:
     def num_slots(self) -> int:
         return self.num_workers * self.slots_per_worker
 
+    @property
+    def num_action_params(self) -> int:
+        """Columns of the stored action distribution parameters: logits, Gaussian means, Gaussian log stds."""
+        return self.action_spec.num_logits + self.action_spec.continuous_dim
+
     def worker_of_slot(self, slot: int) -> int:
         return slot // self.slots_per_worker
 
@@ -60,7 +65,7 @@ def make_layout(cfg, obs_spec: dict, action_spec: ActionSpec, rnn_state_size: in
 class TrajectoryBuffers:
     """Named tensors `[num_slots, T(+1), ...]` plus numpy views of them for per-env writes."""
 
-    STEP_KEYS = ("actions", "log_prob", "rewards", "dones", "time_outs", "policy_version")
+    STEP_KEYS = ("actions", "log_prob", "action_logits", "rewards", "dones", "time_outs", "policy_version")
     BOOTSTRAP_KEYS = ("values", "rnn_states")
 
     def __init__(self, layout: BufferLayout, shared: bool):
@@ -74,6 +79,7 @@ class TrajectoryBuffers:
             "values": torch.zeros((n, t + 1), dtype=torch.float32),
             "actions": torch.zeros((n, t, layout.action_spec.flat_dim), dtype=torch.float32),
             "log_prob": torch.zeros((n, t), dtype=torch.float32),
+            "action_logits": torch.zeros((n, t, layout.num_action_params), dtype=torch.float32),
             "rewards": torch.zeros((n, t), dtype=torch.float32),
             "dones": torch.zeros((n, t), dtype=torch.float32),
             "time_outs": torch.zeros((n, t), dtype=torch.float32),

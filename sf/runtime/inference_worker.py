@@ -33,6 +33,7 @@ class InferenceWorker(Component):
         self.values_flat = t["values"].view(-1)
         self.actions_flat = t["actions"].view(n * T, -1)
         self.log_prob_flat = t["log_prob"].view(-1)
+        self.logits_flat = t["action_logits"].view(n * T, -1)
         self.version_flat = t["policy_version"].view(-1)
         self.use_rnn = buffers.layout.rnn_state_size > 0
 
@@ -72,9 +73,11 @@ class InferenceWorker(Component):
             with timing.add_time("prepare_outputs"):
                 with timing.add_time("to_cpu"):
                     actions, log_prob, values = out.actions.cpu(), out.log_prob.cpu(), out.values.cpu()
+                    action_logits = out.action_logits.cpu()
                     new_rnn = out.new_rnn_states.cpu() if self.use_rnn else None
                 self.actions_flat.index_copy_(0, idx_step, actions)
                 self.log_prob_flat.index_copy_(0, idx_step, log_prob)
+                self.logits_flat.index_copy_(0, idx_step, action_logits)
                 self.values_flat.index_copy_(0, idx_obs, values)
                 self.version_flat.index_fill_(0, idx_step, self.version)
                 if new_rnn is not None:

@@ -14,7 +14,7 @@ from torch import nn
 
 from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
-from sf.algo.ppo_loss import LossInputs, ppo_losses
+from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
 from sf.profiling import staleness
 from sf.runtime.checkpoint import CheckpointManager
@@ -57,8 +57,9 @@ class Learner(Component):
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
             self.checkpoints.best_value = state.get("best_performance", self.checkpoints.best_value)
+            self.lr_schedule.lr = state.get("lr", self.lr_schedule.lr)  # a KL-adaptive rate carries on where it was
             log.info("%s resumed from policy version %d (%d env frames)", self.name, self.version, self.env_steps)
-        self.lr = self.lr_schedule.value(self.env_steps)
+        self._set_lr(self.lr_schedule.value(self.env_steps))
         self.store.publish(self.model, self.version)
         self.send(batcher_name(self.policy_id), "learner_version", self.version)
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, {})
@@ -87,6 +88,7 @@ class Learner(Component):
             ages = staleness.step_ages(batch["traj_time"], self.cfg.rollout, received)
             self.send(RUNNER, "staleness", self.policy_id, staleness.age_counts(ages), staleness.lag_counts(lag))
         stats["dropped_trajectories"] = float(dropped)
+        stats["valids_fraction"] = float(data["valids"].float().mean())
         stats["lr"] = self.lr
         self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
 
@@ -102,40 +104,65 @@ class Learner(Component):
 
     # data ------------------------------------------------------------------------------------------------
     def _prepare(self, batch: dict) -> dict:
-        cfg, dev = self.cfg, self.device
+        """Flat [n * T] training tensors from a batch of n trajectories.
+
+        A step is valid when the policy that acted is fewer than `--max_policy_lag` versions behind the learner
+        now; invalid steps take no part in any loss. The bootstrap value after the last step is recomputed with
+        the current weights, and values are denormalized before GAE, as Sample Factory does.
+        """
+        cfg, dev, model = self.cfg, self.device, self.model
         T = cfg.rollout
         to = (lambda x: x.to(dev, non_blocking=True)) if dev.type != "cpu" else (lambda x: x)
-        obs = {k: to(v[:, :T]) for k, v in batch["obs"].items()}
+        obs = {k: to(v) for k, v in batch["obs"].items()}
         n = next(iter(obs.values())).shape[0]
-        flat_obs = {k: v.reshape(n * T, *v.shape[2:]) for k, v in obs.items()}
-        self.model.obs_normalizer.update(flat_obs)
+        flat_obs = {k: v[:, :T].reshape(n * T, *v.shape[2:]) for k, v in obs.items()}
+        model.obs_normalizer.update(flat_obs)
 
+        valids = (self.version - to(batch["policy_version"])) < cfg.max_policy_lag
+        rnn_states = to(batch["rnn_states"])
+        values = to(batch["values"]).clone()
+        values[:, T] = self._current_values({k: v[:, T] for k, v in obs.items()}, rnn_states[:, T])
+
+        dones = to(batch["dones"])
         rewards = to(batch["rewards"]) * self.reward_scale
         rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
-        dones, values = to(batch["dones"]), to(batch["values"])
         if cfg.value_bootstrap:
-            rewards = rewards + cfg.gamma * values[:, :T] * to(batch["time_outs"])
-        advantages, returns = compute_gae(rewards, dones, values, cfg.gamma, cfg.gae_lambda)
+            rewards = rewards + cfg.gamma * values[:, :T] * to(batch["time_outs"]) * dones
+        gae_valids = torch.cat([valids, valids[:, -1:]], dim=1)  # the bootstrap step is as valid as the last one
+        advantages, returns = compute_gae(rewards, dones, values, cfg.gamma, cfg.gae_lambda, gae_valids)
 
         old_values = values[:, :T]
-        normalizer = self.model.returns_normalizer
+        normalizer = model.returns_normalizer
         if normalizer is not None:
-            normalizer.update(returns.reshape(-1))
+            normalizer.update(returns[valids])
             returns = normalizer.normalize(returns)
             old_values = normalizer.normalize(old_values)
         return {
             "obs": flat_obs,
-            "rnn_states": to(batch["rnn_states"][:, :T]),
+            "rnn_states": rnn_states[:, :T],
             "actions": to(batch["actions"]).reshape(n * T, -1),
             "old_log_prob": to(batch["log_prob"]).reshape(-1),
+            "old_action_logits": to(batch["action_logits"]).reshape(n * T, -1),
             "advantages": advantages.reshape(-1),
             "returns": returns.reshape(-1),
             "old_values": old_values.reshape(-1),
+            "valids": valids.reshape(-1),
             "rewards": rewards,
             "dones": dones,
             "bootstrap_values": values[:, T],
             "n": n,
         }
+
+    @torch.no_grad()
+    def _current_values(self, last_obs: dict[str, torch.Tensor], rnn_states: torch.Tensor) -> torch.Tensor:
+        """V(s_T) in return space under the current weights and observation statistics."""
+        model = self.model
+        core, _ = model.forward_core(model.forward_head(model.normalize_obs(last_obs)),
+                                     rnn_states if model.rnn_state_size > 0 else None)
+        _, values = model.forward_tail(core)
+        if model.returns_normalizer is not None:
+            values = model.returns_normalizer.denormalize(values)
+        return values
 
     # training --------------------------------------------------------------------------------------------
     def _train(self, data: dict) -> dict:
@@ -144,9 +171,11 @@ class Learner(Component):
         chunk = T if cfg.with_vtrace else cfg.recurrence
         num_chunks = data["n"] * T // chunk
         chunks_per_mb = max(1, cfg.batch_size // chunk)
-        if not cfg.with_vtrace:
-            adv = data["advantages"]
-            data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+        valid_fraction = float(data["valids"].float().mean())
+        if valid_fraction == 0.0:
+            log.warning("%s: every step of this batch is older than --max_policy_lag=%d versions; skipped",
+                        self.name, cfg.max_policy_lag)
+            return {}
         stats: dict[str, float] = {}
         kls: list[float] = []
         for _ in range(cfg.num_epochs):
@@ -162,15 +191,16 @@ class Learner(Component):
                     with self.timing.add_time("clip"):
                         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")  # 0: no clipping
                         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+                    self._apply_lr(self.lr * valid_fraction)  # masked data: a proportionally smaller step
                     self.optimizer.step()
-                epoch_kls.append(float(losses["approx_kl"]))
+                epoch_kls.append(float(losses["kl_divergence"]))
                 if cfg.lr_schedule == "kl_adaptive_minibatch":
-                    self._set_lr(self.lr_schedule.value(self.env_steps, epoch_kls[-1]))
+                    self.lr = self.lr_schedule.value(self.env_steps, epoch_kls[-1])
             if cfg.lr_schedule == "kl_adaptive_epoch":
-                self._set_lr(self.lr_schedule.value(self.env_steps, sum(epoch_kls) / len(epoch_kls)))
+                self.lr = self.lr_schedule.value(self.env_steps, sum(epoch_kls) / len(epoch_kls))
             kls += epoch_kls
         if cfg.lr_schedule in ("constant", "linear_decay"):
-            self._set_lr(self.lr_schedule.value(self.env_steps))
+            self.lr = self.lr_schedule.value(self.env_steps)
         with self.timing.add_time("losses_postprocess"):
             for key, value in losses.items():
                 stats[key] = float(value.detach())
@@ -180,6 +210,9 @@ class Learner(Component):
 
     def _set_lr(self, lr: float) -> None:
         self.lr = lr
+        self._apply_lr(lr)
+
+    def _apply_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
@@ -188,17 +221,19 @@ class Learner(Component):
         cfg, model = self.cfg, self.model
         steps = (chunk_ids.unsqueeze(1) * chunk + torch.arange(chunk, device=chunk_ids.device)).reshape(-1)
         whole_batch = steps.numel() == data["n"] * cfg.rollout and not cfg.shuffle_minibatches
+        valids = data["valids"].index_select(0, steps)
         with self.timing.add_time("forward_head"):
             obs = data["obs"] if whole_batch else {k: v.index_select(0, steps) for k, v in data["obs"].items()}
             head = model.forward_head(model.normalize_obs(obs))
         with self.timing.add_time("bptt"):
             if model.rnn_state_size > 0:
-                T = cfg.rollout
                 n_mb = chunk_ids.numel()
                 rnn = data["rnn_states"].reshape(-1, data["rnn_states"].shape[-1])
                 h0 = rnn.index_select(0, chunk_ids * chunk)
-                dones = data["dones"].reshape(-1).index_select(0, steps).view(n_mb, chunk)
-                core = model.forward_core_seq(head.view(n_mb, chunk, -1), h0, dones).reshape(n_mb * chunk, -1)
+                # an invalid step also cuts the sequence, so no gradient flows through experience that is masked
+                resets = data["dones"].reshape(-1).index_select(0, steps).bool() | ~valids
+                core = model.forward_core_seq(head.view(n_mb, chunk, -1), h0, resets.float().view(n_mb, chunk))
+                core = core.reshape(n_mb * chunk, -1)
             else:
                 core, _ = model.forward_core(head, None)
         with self.timing.add_time("tail"):
@@ -206,22 +241,25 @@ class Learner(Component):
             dist = model.action_distribution(logits)
             log_prob = dist.log_prob(data["actions"].index_select(0, steps))
             entropy = dist.entropy()
+            behaviour = model.action_distribution(data["old_action_logits"].index_select(0, steps))
+            kl_to_behaviour = dist.kl(behaviour)
             uniform_kl = dist.symmetric_kl_to_uniform() if cfg.exploration_loss == "symmetric_kl" else None
         with self.timing.add_time("advantages_returns"):
             old_log_prob = data["old_log_prob"].index_select(0, steps)
-            returns = data["returns"].index_select(0, steps)
             if cfg.with_vtrace:
                 advantages, returns = self._vtrace(data, chunk_ids, values, log_prob, old_log_prob)
             else:
                 advantages = data["advantages"].index_select(0, steps)
+                returns = data["returns"].index_select(0, steps)
         with self.timing.add_time("losses"):
             return ppo_losses(
                 LossInputs(log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages, values=values,
                            old_values=data["old_values"].index_select(0, steps), returns=returns, entropy=entropy,
-                           uniform_kl=uniform_kl),
-                clip_ratio=cfg.ppo_clip_ratio, clip_value=cfg.ppo_clip_value,
-                value_loss_coeff=cfg.value_loss_coeff, exploration_loss_coeff=cfg.exploration_loss_coeff,
-                kl_loss_coeff=cfg.kl_loss_coeff,
+                           kl_to_behaviour=kl_to_behaviour, uniform_kl=uniform_kl,
+                           valids=None if bool(valids.all()) else valids),
+                LossCoefficients(clip_ratio=cfg.ppo_clip_ratio, clip_value=cfg.ppo_clip_value,
+                                 value_loss_coeff=cfg.value_loss_coeff,
+                                 exploration_loss_coeff=cfg.exploration_loss_coeff, kl_loss_coeff=cfg.kl_loss_coeff),
             )
 
     def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):
@@ -239,13 +277,12 @@ class Learner(Component):
                                     all_values, log_rhos, cfg.gamma, cfg.vtrace_rho, cfg.vtrace_c)
         if normalizer is not None:
             vs = normalizer.normalize(vs)
-        pg_adv = (pg_adv - pg_adv.mean()) / (pg_adv.std() + 1e-8)
         return pg_adv.reshape(-1), vs.reshape(-1)
 
     def _state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "env_steps": self.env_steps, "version": self.version,
-                "best_performance": self.checkpoints.best_value}
+                "best_performance": self.checkpoints.best_value, "lr": self.lr}
 
     def save(self) -> None:
         with self.timing.add_time("save_checkpoint"):

@@ -90,7 +90,9 @@ def mujoco_defaults(env_name: str) -> dict[str, Any]:
         "gamma": 0.99,  # horizon of about 100 steps, matching the tasks' reward delays
         "gae_lambda": 0.95,  # usual bias/variance balance for the advantage estimate
         "ppo_clip_ratio": 0.2,  # the standard PPO trust region
-        "value_loss_coeff": 1.3,  # policy and value share the encoder; the value error weighs slightly more
+        # policy and value share the encoder. The value loss has no 0.5 factor (Sample Factory's formula): 0.65 here
+        # weighs it as 1.3 did with the factor. HalfCheetah, 1M frames, seed 1: 1,857 at 1.3, 3,668 at 0.65
+        "value_loss_coeff": 0.65,
         "exploration_loss_coeff": 0.0,  # the Gaussian's learned stddev explores; an entropy bonus hurts here
         "max_grad_norm": 3.5,  # clips only outlier gradients; tighter clipping would shrink the large steps
         "env_frameskip": 1,  # the v5 tasks already apply their own frame_skip inside the simulator

@@ -1,0 +1,74 @@
+"""Plot GoalGate reward per env frame for sf and Sample Factory 2.1.1 from the CSVs in benchmarks/learning_curves/.
+
+    python benchmarks/plot_learning_curves.py            # writes docs/img/goal_gate_learning.png, prints the table
+
+Each CSV holds `frames,reward` (the average return of the last 100 episodes, as each framework logs it to
+TensorBoard); files are named `<run>_s<seed>.csv`. The table gives each run's value at fixed frame counts (the last
+value logged at or before each count; blank where the run stopped earlier).
+"""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CURVES = ROOT / "benchmarks" / "learning_curves"
+PNG = ROOT / "docs" / "img" / "goal_gate_learning.png"
+FRAMES = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)
+LABELS = {"sf": "sf", "samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before the changes"}
+TABLE_NAMES = {"samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before the changes"}
+COLORS = {"sf": "tab:blue", "samplefactory": "tab:orange", "sf_before": "tab:gray"}
+
+
+def load() -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    runs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    for path in sorted(CURVES.glob("*.csv")):
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        runs[path.stem.rsplit("_s", 1)[0]].append((data[:, 0], data[:, 1]))
+    return runs
+
+
+def value_at(frames: np.ndarray, rewards: np.ndarray, at: int) -> float:
+    seen = frames <= at
+    if not seen.any() or frames[-1] < at - 10_000:
+        return float("nan")
+    return float(rewards[seen][-1])
+
+
+def main() -> int:
+    runs = load()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, seeds in sorted(runs.items()):
+        for i, (frames, rewards) in enumerate(seeds):
+            ax.plot(frames / 1e3, rewards, color=COLORS.get(name), alpha=0.8,
+                    linestyle="-" if i == 0 else "--", label=f"{LABELS.get(name, name)}, seed {i + 1}")
+    ax.set_xlabel("env frames (thousands)")
+    ax.set_ylabel("average episode return (last 100)")
+    ax.set_title("GoalGate (Dict obs, Tuple(Discrete, Box) actions), base defaults")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    PNG.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(PNG, dpi=100)
+    print("| run | seed | " + " | ".join(f"{f // 1000}k" for f in FRAMES) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in FRAMES) + " |")
+    for name, seeds in sorted(runs.items()):
+        for i, (frames, rewards) in enumerate(seeds):
+            cells = [value_at(frames, rewards, at) for at in FRAMES]
+            row = " | ".join("" if np.isnan(c) else f"{c:.1f}" for c in cells)
+            print(f"| {TABLE_NAMES.get(name, name)} | {i + 1} | {row} |")
+        if len(seeds) > 1:
+            means = [np.mean([value_at(f, r, at) for f, r in seeds]) for at in FRAMES]
+            print(f"| {TABLE_NAMES.get(name, name)} | mean | " + " | ".join(f"{m:.1f}" for m in means) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

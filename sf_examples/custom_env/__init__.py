@@ -1,0 +1,1 @@
+"""A user-written environment registered with sf: Dict observations, a Tuple(Discrete, Box) action."""
