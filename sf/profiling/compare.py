@@ -9,7 +9,8 @@ frame, because the frame counter moves in whole learner batches. The spread of b
 divided by sqrt(5) (the standard error of the run's mean): on a shared machine load drifts over minutes, and two
 runs of the same command differ by about as much as two fifths of one run do.
 A key is marked when its change exceeds
-`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run.
+`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run. Waits are listed but not marked: a
+wait per frame moves whenever anything else does, so marking it would only repeat the cause.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from sf.profiling.run_data import Experiment, load_experiment, role_of
 from sf.profiling.series import Snapshot
 
 Z = 2.0
-MIN_CHANGE = 0.05
-MIN_SHARE = 0.01
+MIN_CHANGE = 0.15  # two runs of one command on a shared 2-core machine differed by up to 12 % per key
+MIN_SHARE = 0.02
 BLOCKS = 5
 MIN_BLOCKS = 3
 DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
@@ -132,6 +133,11 @@ def _fps_series(experiment: Experiment) -> list[float]:
     return [(b.frames - a.frames) / (b.t - a.t) for a, b in _blocks(snaps)]
 
 
+def _is_wait(key: str) -> bool:
+    """Waits per frame follow whatever changed elsewhere (a faster run waits less per frame): listed, never marked."""
+    return "/wait_" in key
+
+
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
     ma, mb = _measures(baseline), _measures(run)
     rows = []
@@ -145,7 +151,7 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
         noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2)
-        relevant = max(a.share, b.share) >= MIN_SHARE
+        relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
         rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
     return Comparison(str(baseline.path), str(run.path), rows)
