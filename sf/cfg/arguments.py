@@ -136,6 +136,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
     _profiling_flags(_Group(parser, "profiling"))
     _wandb_flags(_Group(parser, "Weights & Biases"))
+    _profiling_flags(_Group(parser, "profiling"))
     if evaluation:
         _evaluation_flags(_Group(parser, "evaluation"))
     if add_args is not None:
@@ -294,7 +295,8 @@ def _run_flags(g: _Group) -> None:
     g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
     g.boolean("sampling_only", False, "collect experience without learning: batches are assembled and then "
               "discarded, the policy never changes; FPS measures collection alone (docs/benchmarks.md)")
-    g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends for TensorBoard hotspot scalars")
+    g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends "
+              "(timing/ TensorBoard scalars, CPU %)")
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
     g.boolean("summaries_use_frameskip", True, _only("summaries_use_frameskip"))

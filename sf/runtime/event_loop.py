@@ -22,6 +22,7 @@ from typing import Any, Callable
 from faster_fifo import Empty, Queue
 
 from sf.profiling.activity import LoopMeter, activity_of
+from sf.profiling.timeline import FLOW
 from sf.utils.timing import Timing
 
 Message = tuple  # (dest, kind, *payload)
@@ -166,6 +167,47 @@ class EventLoop:
                     start = _clock()
                     timer[2]()
                     self.meter.timers_s += _clock() - start
+
+    # timeline (--profiling_timeline): a traced variant of dispatch and send --------------------------------
+    def enable_timeline(self, recorder) -> None:
+        """Record a slice per delivered message and call, and carry a flow id in every message sent from inside
+        one (`sf.profiling.timeline`). Instance attributes shadow the plain methods, which stay untouched, so a
+        loop without a timeline pays nothing for it."""
+        self.recorder = recorder
+        self.current: Component | None = None
+        self._dispatch = self._traced_dispatch
+        self._call = self._traced_call
+        self.send = self._traced_send
+
+    def _traced_dispatch(self, msg: Message) -> None:
+        flow_id = None
+        if msg[1] == FLOW:
+            flow_id, msg = msg[2], (msg[0], *msg[3:])
+        component = self.components[self.aliases.get(msg[0], msg[0])]
+        previous, self.current = self.current, component
+        start = _clock()
+        try:
+            EventLoop._dispatch(self, msg)
+        finally:
+            self.current = previous
+            self.recorder.events.append(("H", component.name, msg[1], start, _clock(), flow_id))
+
+    def _traced_call(self, component: Component, fn: Callable[[], None]) -> None:
+        previous, self.current = self.current, component
+        start = _clock()
+        try:
+            EventLoop._call(self, component, fn)
+        finally:
+            self.current = previous
+            self.recorder.events.append(("C", component.name, fn.__name__, start, _clock(), None))
+
+    def _traced_send(self, dest: str, kind: str, *payload: Any) -> None:
+        if self.current is None:  # sent by the loop itself (a timer of no component): no track to start from
+            EventLoop.send(self, dest, kind, *payload)
+            return
+        flow_id = self.recorder.next_flow_id()
+        self.recorder.events.append(("s", self.current.name, flow_id, _clock(), kind))
+        EventLoop.send(self, dest, FLOW, flow_id, kind, *payload)
 
     def measure(self) -> float:
         """Write waits and loop overhead into every component's tree; the loop's lifetime so far (seconds)."""

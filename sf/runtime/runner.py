@@ -10,7 +10,7 @@ import logging
 import time
 from collections import deque
 
-from sf.profiling import resources, staleness
+from sf.profiling import resources, staleness, timeline
 from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.series import SERIES_FILE, append_snapshot
 from sf.runtime.event_loop import Component, StopLoop
@@ -47,6 +47,7 @@ class Runner(Component):
         self.stop_status: str | None = None
         self.error: str | None = None
         self.profiles: dict[str, dict] = {}
+        self.timeline: timeline.Recorder | None = None  # set by the placement with --profiling_timeline
         self.cpu_marks: dict[str, tuple[float, float]] = {}  # component -> (wall_s, cpu_s) at its last snapshot
         self.ages = {p: {} for p in range(n)}  # trajectory age bin -> steps, over the whole run
         self.lags = {p: {} for p in range(n)}  # policy lag -> steps
@@ -254,6 +255,9 @@ class Runner(Component):
             log.info("%s", Timing.from_dict(f"{name} profile", entry["tree"]).tree_str())
         summary = self.summary()
         self.experiment.write_json("profile.json", self.profiles)
+        if self.timeline is not None:
+            path = timeline.merge(self.experiment.dir / "profiling", self.timeline)
+            log.info("timeline of every process: %s", path)
         self.experiment.write_json("summary.json", summary)
         self.experiment.close()
         log.info("Collected %s, FPS: %.1f", dict(self.env_steps), summary["fps"])

@@ -20,7 +20,9 @@ import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned proce
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
-from sf.profiling import resources
+from pathlib import Path
+
+from sf.profiling import resources, timeline
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
@@ -61,6 +63,9 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
     loop = EventLoop(inbox=queues[RUNNER], routes=_routes(cfg, queues), stop_event=stop_event)
     loop.add(runner)
+    if cfg.profiling_timeline:
+        runner.timeline = timeline.Recorder()
+        loop.enable_timeline(runner.timeline)
     processes: dict[str, mp.Process] = {}
 
     def watch_processes() -> None:
@@ -133,9 +138,13 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     queues = shared["queues"]
     runner_q = queues[RUNNER]
     loop = None
+    recorder = None
     exit_code = 0
     try:
         loop = _build_process(kind, a, b, shared)
+        if cfg.profiling_timeline:
+            recorder = timeline.Recorder()
+            loop.enable_timeline(recorder)
         loop.run()
     except StopLoop:
         pass
@@ -148,6 +157,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
             exit_code = 1
             runner_q.put((RUNNER, "error", name, message), timeout=5.0)
         _share_timings(loop, runner_q, kind="profile")
+    if recorder is not None:
+        recorder.dump(timeline.part_path(Path(shared["experiment_dir"]) / "profiling", _process_label(kind, a, b)))
     os._exit(exit_code)
 
 
@@ -199,7 +210,7 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
             msgs = inbox.get_many(block=True, timeout=0.1)
         except faster_fifo.Empty:
             continue
-        for _, kind, *payload in msgs:
+        for _, kind, *payload in map(timeline.unwrap, msgs):
             if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness"):
                 try:
                     handlers[kind](*payload)

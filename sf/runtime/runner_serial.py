@@ -6,7 +6,7 @@ import logging
 import os
 import traceback
 
-from sf.profiling import resources
+from sf.profiling import resources, timeline
 from sf.runtime.batcher import Batcher
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
@@ -39,6 +39,9 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop))
 
     resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
+    if cfg.profiling_timeline:
+        runner.timeline = timeline.Recorder()
+        loop.enable_timeline(runner.timeline)
     with runner.timing.add_time("main_loop"):
         try:
             loop.run()

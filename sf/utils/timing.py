@@ -64,41 +64,46 @@ class _AverageNode(_Node):
 
 
 class ScopeHook(NamedTuple):
-    """Called with the node when a scope opens (before its clock starts) and closes (after its clock stops)."""
+    """Called with the node when a scope opens (before its clock starts) and closes (after its clock stops).
+    Either may be None: a hook that only needs the closing (a trace recorder) then adds nothing to the opening."""
 
-    enter: Callable[[_Node], None]
-    exit: Callable[[_Node], None]
+    enter: Callable[[_Node], None] | None
+    exit: Callable[[_Node], None] | None
 
 
 _hooks: list[ScopeHook] = []
 _PLAIN = {cls: (cls.__dict__.get("__enter__"), cls.__dict__.get("__exit__")) for cls in (_Node, _LastNode, _AverageNode)}
 
 
-def _observed(enter, exit_):
+def _observed(enter, exit_, enters: list, exits: list):
     def hooked_enter(self):
-        for hook in _hooks:
-            hook.enter(self)
+        for hook_enter in enters:
+            hook_enter(self)
         return enter(self)
 
-    def hooked_exit(self, *exc):
-        exit_(self, *exc)
-        for hook in reversed(_hooks):
-            hook.exit(self)
+    if len(exits) == 1:  # the common case, one observer: no loop
+        only_exit = exits[0]
 
-    return hooked_enter, hooked_exit
+        def hooked_exit(self, exc_type, exc, tb):
+            exit_(self, exc_type, exc, tb)
+            only_exit(self)
+    else:
+        def hooked_exit(self, exc_type, exc, tb):
+            exit_(self, exc_type, exc, tb)
+            for hook_exit in exits:
+                hook_exit(self)
+
+    return hooked_enter if enters else enter, hooked_exit if exits else exit_
 
 
 def _install_methods() -> None:
+    enters = [hook.enter for hook in _hooks if hook.enter is not None]
+    exits = [hook.exit for hook in reversed(_hooks) if hook.exit is not None]
     for cls, (enter, exit_) in _PLAIN.items():
-        if _hooks:
-            hooked_enter, hooked_exit = _observed(enter or _Node.__dict__["__enter__"], exit_)
-            if enter is not None:
-                cls.__enter__ = hooked_enter
-            cls.__exit__ = hooked_exit
-        else:
-            if enter is not None:
-                cls.__enter__ = enter
-            cls.__exit__ = exit_
+        hooked_enter, hooked_exit = _observed(enter or _Node.__dict__["__enter__"], exit_, enters, exits)
+        if enter is not None:
+            cls.__enter__ = hooked_enter
+        cls.__exit__ = hooked_exit
 
 
 def add_scope_hook(hook: ScopeHook) -> None:
