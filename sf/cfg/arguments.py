@@ -134,7 +134,6 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _model_flags(_Group(parser, "model"))
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
-    _profiling_flags(_Group(parser, "profiling"))
     _wandb_flags(_Group(parser, "Weights & Biases"))
     _profiling_flags(_Group(parser, "profiling"))
     if evaluation:
