@@ -12,6 +12,7 @@ from collections import deque
 
 from sf.profiling import resources, staleness, timeline
 from sf.profiling.activity import activity_level, activity_of
+from sf.profiling.series import SERIES_FILE, append_snapshot
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import RUNNER, learner_name, profile_order
@@ -98,19 +99,26 @@ class Runner(Component):
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def on_profile(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
-        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot)."""
+    def on_profile(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None,
+                   final: bool = True) -> None:
+        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot).
+
+        Every one is also appended to `profile_series.jsonl` with the time and frame count it arrived at, so a report
+        can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
+        """
         entry = {"name": name, "pid": pid, "tree": tree}
         if res is not None:
             entry["resources"] = res
         if activity is not None:
             entry["activity"] = activity
         self.profiles[name] = entry
+        append_snapshot(self.experiment.dir / SERIES_FILE, time.monotonic() - self.start_time,
+                        sum(self.session_frames().values()), entry, final)
 
     def _on_timing(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
         """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
         with self.timing.add_time("timing_scalars"):
-            self.on_profile(name, pid, tree, res, activity)
+            self.on_profile(name, pid, tree, res, activity, final=False)
             self._write_timing(name, activity_level(tree), res)
 
     def _own_timing(self) -> None:

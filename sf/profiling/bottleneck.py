@@ -1,0 +1,175 @@
+"""A bottleneck model of a run: which kind of work limits the frame rate, and what making it faster would buy.
+
+Every second a process spends busy (work or loop overhead) is charged to one kind: `simulation` (a rollout
+worker's env_step), `communication` (a rollout worker's per-step framework code, message sends and
+(de)serialization, every loop's own overhead), `inference`, `learner` or `batcher` (the rest of those components'
+work). Each process is a server whose busy fraction rises with the frame rate; the machine's cores are one more.
+Throughput is limited by the busiest of them, so if kind X became k times faster:
+
+    predicted FPS = FPS * B / B',   B = max(busy fraction of each process group, CPU demand / cores)
+
+where B' is the same maximum with X's seconds divided by k. The verdict is the kind whose 2x speed-up buys the most.
+Time a process spent runnable but waiting for a core is reported, not removed: on a machine shared with other work
+every process gets a share of a core, and a process busy all the time is still the one the others wait for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
+from sf.profiling.run_data import ComponentActivity, Experiment
+
+KINDS = ("simulation", "inference", "learner", "batcher", "communication")
+COMMUNICATION_KEYS = {"send_messages", "deserialize", "serialize", "enqueue_policy_requests", "releasing_batches",
+                      LOOP_OVERHEAD, "dispatch"}
+ROLE_KIND = {"InferenceWorker": "inference", "Learner": "learner", "Batcher": "batcher"}
+SPEEDUP = 2.0
+
+
+@dataclass
+class ProcessLoad:
+    """One group of equivalent processes (e.g. all rollout workers): mean busy fraction per kind."""
+
+    label: str
+    count: int
+    busy: dict[str, float]  # kind -> fraction of the process's time
+    cpu: float | None  # cores used on average per process
+    run_delay: float  # fraction of time runnable but not running
+
+    @property
+    def demand(self) -> float:
+        return sum(self.busy.values())
+
+
+@dataclass
+class WhatIf:
+    kind: str
+    speedup: float
+    fps_gain: float  # relative: 0.35 = +35 % FPS
+    limit: str  # what limits the frame rate after the speed-up
+
+
+@dataclass
+class Verdict:
+    kind: str
+    limiting: str  # the process group or the cores that bound the rate now
+    evidence: list[str]
+    what_if: list[WhatIf]  # every kind, best first
+
+
+def kind_seconds(component: ComponentActivity) -> dict[str, float]:
+    """The component's busy seconds by kind (waits excluded)."""
+    out: dict[str, float] = {}
+    role_kind = ROLE_KIND.get(component.role, "communication")
+
+    def charge(kind: str, seconds: float) -> None:
+        if seconds > 0:
+            out[kind] = out.get(kind, 0.0) + seconds
+
+    def walk(tree: dict, kind: str | None) -> None:
+        for key, node in tree.items():
+            if kind is None and key.startswith(WAIT_PREFIX):
+                continue
+            node_kind = kind
+            if key in COMMUNICATION_KEYS:
+                node_kind = "communication"
+            elif component.role == "RolloutWorker" and key == "env_step":
+                node_kind = "simulation"
+            children = node.get("children", {})
+            if node_kind is not None:
+                charge(node_kind, node["time"])
+            else:
+                charge(role_kind, node["time"] - sum(c["time"] for c in children.values()))
+                walk(children, None)
+
+    if component.role == "Runner":
+        return {}
+    walk(component.tree, None)
+    return out
+
+
+def process_loads(experiment: Experiment) -> list[ProcessLoad]:
+    """Group the processes by the components they host and average their busy fractions per kind."""
+    by_pid: dict[int, list[ComponentActivity]] = {}
+    for c in experiment.components:
+        by_pid.setdefault(c.pid, []).append(c)
+    groups: dict[str, list[tuple[dict[str, float], float | None, float]]] = {}
+    for members in by_pid.values():
+        hosted = [c for c in members if c.role != "Runner"] or members
+        lifetime = max(c.lifetime_s for c in hosted)
+        if lifetime <= 0:
+            continue
+        busy: dict[str, float] = {}
+        for c in hosted:
+            for kind, seconds in kind_seconds(c).items():
+                busy[kind] = busy.get(kind, 0.0) + seconds / lifetime
+        sampled = next((c for c in members if c.cpu_s is not None), None)
+        cpu = sampled.cpu_s / lifetime if sampled else None
+        delay = (sampled.run_delay_s or 0.0) / lifetime if sampled else 0.0
+        label = " + ".join(sorted({c.role for c in hosted}))
+        groups.setdefault(label, []).append((busy, cpu, delay))
+    loads = []
+    for label, members in groups.items():
+        kinds = {k for busy, _, _ in members for k in busy}
+        mean_busy = {k: sum(b.get(k, 0.0) for b, _, _ in members) / len(members) for k in kinds}
+        cpus = [c for _, c, _ in members if c is not None]
+        loads.append(ProcessLoad(label, len(members), mean_busy, sum(cpus) / len(cpus) if cpus else None,
+                                 sum(d for _, _, d in members) / len(members)))
+    return loads
+
+
+def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict[str, float]) -> tuple[float, str]:
+    """The model's B (or B' with each kind's seconds divided by its entry in `speedups`) and what attains it."""
+    best, limit = 0.0, "nothing"
+    cpu_total, cpu_known = 0.0, True
+    for load in loads:
+        total = sum(load.busy.values())
+        saved = sum(load.busy.get(kind, 0.0) * (1 - 1 / k) for kind, k in speedups.items())
+        value = max(0.0, load.demand - saved)
+        if value > best:
+            best, limit = value, load.label
+        if load.cpu is None:
+            cpu_known = False
+        else:
+            # CPU follows busy time in proportion: a kind that sleeps (an env waiting on I/O) frees few cores
+            cpu_saved = load.cpu * (saved / total) if total > 0 else 0.0
+            cpu_total += load.count * max(0.0, load.cpu - cpu_saved)
+    if cpu_known and cores:
+        demand = cpu_total / cores
+        if demand > best:
+            best, limit = demand, f"all {cores} cores"
+    return best, limit
+
+
+def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
+    loads = process_loads(experiment)
+    cores = next((c.cores for c in experiment.components if c.cores), None)
+    now, limiting = _bound(loads, cores, {})
+    what_if = []
+    for kind in KINDS:
+        after, limit = _bound(loads, cores, {kind: speedup})
+        gain = now / after - 1 if after > 0 else float("inf")
+        what_if.append(WhatIf(kind, speedup, gain, limit))
+    limiting_busy = next((l.busy for l in loads if l.label == limiting), {})
+    what_if.sort(key=lambda w: (-round(w.fps_gain, 3), -limiting_busy.get(w.kind, 0.0)))
+    kind = what_if[0].kind
+    evidence = [f"{load.label} (x{load.count}): busy {sum(load.busy.values()):.0%} of its time, "
+                + ", ".join(f"{k} {v:.0%}" for k, v in sorted(load.busy.items(), key=lambda kv: -kv[1]))
+                + (f"; {load.cpu:.2f} cores each" if load.cpu is not None else "")
+                + (f"; runnable but waiting for a core {load.run_delay:.0%} (an oversubscribed machine inflates every"
+                   " busy time)" if load.run_delay >= 0.2 else "")
+                for load in sorted(loads, key=lambda l: -sum(l.busy.values())) if load.busy]
+    if cores and all(load.cpu is not None for load in loads):
+        used = sum(load.count * load.cpu for load in loads)
+        evidence.append(f"CPU: {used:.2f} of {cores} cores in use ({used / cores:.0%})")
+    return Verdict(kind, limiting, evidence, what_if)
+
+
+def predict_fps(experiment: Experiment, speedups: dict[str, float]) -> float:
+    """The model's frame rate if each kind in `speedups` were that many times faster (to check it against a real
+    change, feed it the speed-ups measured per kind)."""
+    loads = process_loads(experiment)
+    cores = next((c.cores for c in experiment.components if c.cores), None)
+    now, _ = _bound(loads, cores, {})
+    after, _ = _bound(loads, cores, speedups)
+    return experiment.fps * now / after

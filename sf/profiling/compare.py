@@ -1,0 +1,185 @@
+"""`sf.profile report <dir> --compare <baseline>`: two runs key by key, with run-to-run noise from their series.
+
+Every Timing key of every component is compared as seconds per env frame over the steady-state window, so runs of
+different lengths compare directly; so are each process's CPU seconds per frame, the peak memory and the FPS.
+The noise of a key comes from `profile_series.jsonl`: the steady part of each run is cut into five consecutive
+blocks, the key's share of time (seconds per second) is taken in each block, and its relative standard deviation over
+the blocks is the run's noise; the two runs' noises combine as sqrt(a^2 + b^2). Shares of time, not seconds per
+frame, because the frame counter moves in whole learner batches. The spread of block means is deliberately not
+divided by sqrt(5) (the standard error of the run's mean): on a shared machine load drifts over minutes, and two
+runs of the same command differ by about as much as two fifths of one run do.
+A key is marked when its change exceeds
+`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run. Waits are listed but not marked: a
+wait per frame moves whenever anything else does, so marking it would only repeat the cause.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sf.profiling.run_data import Experiment, load_experiment, role_of
+from sf.profiling.series import Snapshot
+
+Z = 2.0
+MIN_CHANGE = 0.15  # two runs of one command on a shared 2-core machine differed by up to 12 % per key
+MIN_SHARE = 0.02
+BLOCKS = 5
+MIN_BLOCKS = 3
+DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
+FIXED_NOISE = {"peak_rss_bytes": 0.10, "gpu_peak_mem_bytes": 0.10}
+
+
+@dataclass
+class DiffRow:
+    key: str
+    unit: str
+    a: float | None  # the baseline (--compare)
+    b: float | None  # the run reported on
+    change: float  # relative: (b - a) / a
+    noise: float  # relative, one standard deviation of the difference
+    marked: bool
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    run: str
+    rows: list[DiffRow]
+
+    @property
+    def marked(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.marked]
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
+    out = {}
+    for key, node in tree.items():
+        out[prefix + key] = node["time"]
+        out.update(_flat(node.get("children", {}), f"{prefix}{key}/"))
+    return out
+
+
+def _blocks(snapshots: list[Snapshot]) -> list[tuple[Snapshot, Snapshot]]:
+    """The steady part of a run cut into `BLOCKS` consecutive stretches of about equal length (fewer if short)."""
+    counted = [s for s in snapshots if s.frames > 0 and not s.final]
+    n = len(counted) - 1
+    blocks = min(BLOCKS, n // 2)
+    if blocks < MIN_BLOCKS:
+        return []
+    edges = [round(i * n / blocks) for i in range(blocks + 1)]
+    return [(counted[a], counted[b]) for a, b in zip(edges, edges[1:])]
+
+
+def _rel_spread(values: list[float]) -> float | None:
+    """Relative standard deviation of a series; None when too short to tell."""
+    if len(values) < MIN_BLOCKS:
+        return None
+    mean = sum(values) / len(values)
+    if mean <= 0:
+        return None
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(var) / mean
+
+
+@dataclass
+class _Measure:
+    value: float
+    spread: float | None
+    share: float  # of the component's lifetime, for the relevance filter
+
+
+def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
+    """(key, unit) -> the run's value and its interval spread."""
+    out: dict[tuple[str, str], _Measure] = {}
+    for c in experiment.components:
+        if c.role == "Runner":
+            continue
+        snaps = experiment.series.get(c.name, [])
+        blocks = _blocks(snaps)
+        window_frames = _window_frames(snaps) or experiment.frames
+        if window_frames <= 0:
+            continue
+        flat = _flat(c.tree)
+        lifetime = c.lifetime_s or 1e-12
+        flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
+        for path, seconds in flat.items():
+            rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
+            out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
+                                                           seconds / lifetime)
+        if c.cpu_s is not None:
+            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
+                         if a.cpu_s is not None and b.cpu_s is not None]
+            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
+    fps_series = _fps_series(experiment)
+    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0)
+    profile = json.loads((experiment.path / "profile.json").read_text())
+    for name, entry in profile.items():
+        for field, value in (entry.get("resources") or {}).items():
+            if field in FIXED_NOISE and value is not None:
+                out[(f"{name}/{field}", "bytes")] = _Measure(float(value), FIXED_NOISE[field], 1.0)
+    return out
+
+
+def _window_frames(snaps: list[Snapshot]) -> int:
+    counted = [s for s in snaps if s.frames > 0 and not s.final] or [s for s in snaps if s.frames > 0]
+    return counted[-1].frames - counted[0].frames if len(counted) >= 2 else 0
+
+
+def _fps_series(experiment: Experiment) -> list[float]:
+    """FPS per block, from the component with the most snapshots (all share the runner's frame counter)."""
+    snaps = max((s for n, s in experiment.series.items() if role_of(n) != "Runner"), key=len, default=[])
+    return [(b.frames - a.frames) / (b.t - a.t) for a, b in _blocks(snaps)]
+
+
+def _is_wait(key: str) -> bool:
+    """Waits per frame follow whatever changed elsewhere (a faster run waits less per frame): listed, never marked."""
+    return "/wait_" in key
+
+
+def compare(baseline: Experiment, run: Experiment) -> Comparison:
+    ma, mb = _measures(baseline), _measures(run)
+    rows = []
+    for key in sorted(set(ma) | set(mb)):
+        a, b = ma.get(key), mb.get(key)
+        if a is None or b is None:
+            present = a or b
+            rows.append(DiffRow(key[0], key[1], a.value if a else None, b.value if b else None,
+                                float("inf") if a is None else -1.0, 0.0, present.share >= MIN_SHARE))
+            continue
+        change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
+        spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2)
+        relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
+        marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
+        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
+    return Comparison(str(baseline.path), str(run.path), rows)
+
+
+def format_text(comparison: Comparison, top: int = 30) -> str:
+    marked = comparison.marked
+    lines = [f"sf profile diff: {comparison.run}", f"baseline:        {comparison.baseline}",
+             f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)", "",
+             f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'noise':>7}"]
+    shown = sorted(comparison.rows, key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9))
+    for r in shown[:top]:
+        fmt = (lambda v: "-" if v is None else f"{v:.4g}")
+        change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
+        lines.append(f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {r.noise:>6.0%}")
+    return "\n".join(lines)
+
+
+def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
+    """Diff `run_dir` against `baseline_dir`; write profiling/compare.png in `run_dir`; return what to print."""
+    from sf.profiling import charts
+
+    comparison = compare(load_experiment(baseline_dir), load_experiment(run_dir))
+    out = Path(run_dir) / "profiling"
+    out.mkdir(exist_ok=True)
+    charts.diff_bars(comparison, out / "compare.png")
+    if as_json:
+        from sf.profiling.report import finite_json
+
+        return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
+    return format_text(comparison)

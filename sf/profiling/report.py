@@ -1,0 +1,167 @@
+"""`sf.profile report`: per component work / wait / overhead, hotspots, who waits on whom, and the verdict.
+
+The text, `--json` and `profiling/report.html` all render the same `Report`.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sf.profiling.activity import WAIT_PREFIX
+from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
+from sf.profiling.bottleneck import Verdict, assess
+
+TOP_HOTSPOTS = 5
+WAITED_ON = {
+    "wait_actions": "inference workers",
+    "wait_policy_version": "the learner (next policy version)",
+    "wait_slots": "the batcher and learner (free trajectory slots)",
+    "wait_requests": "rollout workers",
+    "wait_batch": "the batcher (experience from rollout workers)",
+    "wait_trajectories": "rollout workers",
+    "wait_messages": "the other components (the runner only watches)",
+    UNATTRIBUTED: "not attributed (this profile names no waits)",
+}
+
+
+@dataclass
+class ComponentRow:
+    name: str
+    role: str
+    lifetime_s: float
+    work: float  # shares of the lifetime
+    wait: float
+    overhead: float
+    waits: dict[str, float]  # wait key -> share
+    hotspots: list[tuple[str, float]]  # (path, share of lifetime)
+
+
+@dataclass
+class WaitLine:
+    role: str
+    count: int
+    idle: float
+    waiting_for: str
+    key: str
+
+
+@dataclass
+class Report:
+    experiment: str
+    window: str
+    fps: float
+    components: list[ComponentRow]
+    waits: list[WaitLine]
+    verdict: Verdict
+
+    def to_json(self) -> dict:
+        return finite_json(asdict(self))
+
+
+def finite_json(data):
+    """JSON has no infinity or NaN: such values (a what-if with nothing left to limit the rate) become null."""
+    if isinstance(data, dict):
+        return {k: finite_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_json(v) for v in data]
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
+
+
+def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple[str, float]]:
+    """The `top` busiest scopes (any depth, waits left out) as (path, share of the lifetime)."""
+    items: list[tuple[str, float]] = []
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, child in node.items():
+            if not prefix and key.startswith(WAIT_PREFIX):
+                continue
+            items.append((prefix + key, child["time"]))
+            walk(child.get("children", {}), f"{prefix}{key}/")
+
+    walk(tree, "")
+    items.sort(key=lambda kv: -kv[1])
+    return [(path, seconds / lifetime if lifetime > 0 else 0.0) for path, seconds in items[:top]]
+
+
+def component_row(c: ComponentActivity) -> ComponentRow:
+    return ComponentRow(c.name, c.role, c.lifetime_s, c.share(c.work_s), c.share(c.wait_s), c.share(c.overhead_s),
+                        {k: c.share(v) for k, v in c.waits.items()}, hotspots(c.tree, c.lifetime_s))
+
+
+def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
+    """Per role, its main wait and whom that wait is for, averaged over the role's components."""
+    lines = []
+    roles: dict[str, list[ComponentActivity]] = {}
+    for c in components:
+        roles.setdefault(c.role, []).append(c)
+    for role, members in roles.items():
+        totals: dict[str, float] = {}
+        for c in members:
+            for key, seconds in c.waits.items():
+                totals[key] = totals.get(key, 0.0) + c.share(seconds) / len(members)
+        if not totals:
+            continue
+        key = max(totals, key=totals.get)
+        idle = sum(c.share(c.wait_s) for c in members) / len(members)
+        lines.append(WaitLine(role, len(members), idle, WAITED_ON.get(key, key[len(WAIT_PREFIX):]), key))
+    return lines
+
+
+def build_report(experiment: Experiment) -> Report:
+    steady = all(c.steady for c in experiment.components if c.role != "Runner")
+    window = "steady state (start-up and shutdown left out)" if steady else "whole lifetime"
+    components = sorted(experiment.components, key=lambda c: (c.role == "Runner", c.role, c.name))
+    return Report(str(experiment.path), window, experiment.fps, [component_row(c) for c in components],
+                  wait_lines(experiment.components), assess(experiment))
+
+
+def format_text(report: Report) -> str:
+    lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s", ""]
+    lines.append(f"{'component':<24} {'lifetime':>9} {'work':>6} {'wait':>6} {'loop':>6}  top hotspots (share of lifetime)")
+    for row in report.components:
+        spots = ", ".join(f"{path} {share:.0%}" for path, share in row.hotspots[:3])
+        lines.append(f"{row.name:<24} {row.lifetime_s:>8.1f}s {row.work:>6.0%} {row.wait:>6.0%} {row.overhead:>6.0%}  {spots}")
+    lines.append("")
+    lines.append("who waits on whom:")
+    for w in report.waits:
+        who = f"{w.role} (x{w.count})" if w.count > 1 else w.role
+        lines.append(f"  {who} idle {w.idle:.0%}, waiting for {w.waiting_for} ({w.key})")
+    v = report.verdict
+    lines += ["", f"verdict: {v.kind}-bound", f"  rate limited by: {v.limiting}"]
+    lines += [f"  {e}" for e in v.evidence]
+    lines.append("  what if:")
+    for w in v.what_if:
+        lines.append(f"    if {w.kind} were {w.speedup:g}x faster: about {w.fps_gain:+.0%} FPS (then limited by {w.limit})")
+    return "\n".join(lines)
+
+
+def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
+    """A single self-contained page: the text report and every chart inline as base64 PNG."""
+    images = "".join(
+        f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png.read_bytes()).decode()}"/>' for title, png in charts.items())
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>sf profile report</title></head><body>"
+            f"<h1>verdict: {html.escape(report.verdict.kind)}-bound</h1><pre>{html.escape(format_text(report))}</pre>"
+            f"{images}</body></html>")
+    path.write_text(page)
+    return path
+
+
+def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
+    """Build the report, write the charts and report.html into profiling/, return what to print."""
+    from sf.profiling import charts
+
+    experiment = load_experiment(experiment_dir)
+    report = build_report(experiment)
+    out = Path(experiment_dir) / "profiling"
+    out.mkdir(exist_ok=True)
+    pngs = {"Work, wait and loop overhead per component": charts.activity_bars(report, out / "report_activity.png"),
+            "Top hotspots": charts.hotspot_bars(report, out / "report_hotspots.png")}
+    write_html(report, pngs, out / "report.html")
+    return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)

@@ -1,0 +1,139 @@
+"""An experiment folder as the report reads it: work, wait and loop overhead of each component over a window.
+
+The split follows `sf.profiling.activity` (top-level `wait_<what>` keys are waits, `loop_overhead` is the event
+loop's own cost, every other top-level key is work; the runner's top level is inside `main_loop`). Where `profile_series.jsonl` holds at least two
+snapshots taken after the first trained batch, the numbers cover only that steady-state window (start-up and
+shutdown left out); otherwise they cover the component's whole life, with the lifetime taken from the
+`activity` or `resources` entry, or the run's wall time.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX, activity_level
+from sf.profiling.series import Snapshot, read_series
+
+UNATTRIBUTED = "wait_unattributed"
+ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner")
+
+
+@dataclass
+class ComponentActivity:
+    name: str
+    pid: int
+    role: str
+    lifetime_s: float
+    work_s: float
+    wait_s: float
+    overhead_s: float
+    waits: dict[str, float]
+    tree: dict  # the Timing tree over the same span ({key: {time, children}})
+    cpu_s: float | None = None  # CPU seconds of the whole process over the span, where sampled
+    run_delay_s: float | None = None  # seconds the process was runnable but waited for a core
+    cores: int | None = None
+    steady: bool = False  # True: a steady-state window; False: the whole lifetime
+
+    def share(self, seconds: float) -> float:
+        return seconds / self.lifetime_s if self.lifetime_s > 0 else 0.0
+
+
+@dataclass
+class Experiment:
+    path: Path
+    components: list[ComponentActivity]
+    summary: dict
+    config: dict
+    series: dict[str, list[Snapshot]] = field(default_factory=dict)
+    frames: int = 0  # frames in the window the activity covers
+    fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
+
+
+def role_of(name: str) -> str:
+    return next((r for r in ROLES if name.startswith(r)), "Other")
+
+
+def subtract_trees(later: dict, earlier: dict) -> dict:
+    """The tree of what was timed between two snapshots of the same component."""
+    out = {}
+    for key, node in later.items():
+        before = earlier.get(key, {"time": 0.0, "children": {}})
+        out[key] = {"time": max(0.0, node["time"] - before["time"]),
+                    "children": subtract_trees(node.get("children", {}), before.get("children", {}))}
+    return out
+
+
+def split_top_level(tree: dict) -> tuple[float, dict[str, float], float]:
+    """(work seconds, {wait key: seconds}, loop-overhead seconds) of a tree, by the contract's naming."""
+    waits = {k: v["time"] for k, v in tree.items() if k.startswith(WAIT_PREFIX)}
+    overhead = tree.get(LOOP_OVERHEAD, {"time": 0.0})["time"]
+    work = sum(v["time"] for k, v in tree.items() if not k.startswith(WAIT_PREFIX) and k != LOOP_OVERHEAD)
+    return work, waits, overhead
+
+
+def _activity(name: str, pid: int, tree: dict, lifetime: float, steady: bool, **clock) -> ComponentActivity:
+    role = role_of(name)
+    if role == "Runner":
+        tree = activity_level(tree, "main_loop") if "main_loop" in tree else tree  # main_loop spans the whole run
+    work, waits, overhead = split_top_level(tree)
+    if not waits:
+        waits = {UNATTRIBUTED: max(0.0, lifetime - work - overhead)}
+    return ComponentActivity(name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree,
+                             steady=steady, **clock)
+
+
+def steady_window(snapshots: list[Snapshot]) -> tuple[Snapshot, Snapshot] | None:
+    """First and last periodic snapshots after frames started counting; the final one if no other is left."""
+    counted = [s for s in snapshots if s.frames > 0]
+    periodic = [s for s in counted if not s.final]
+    if len(periodic) >= 2:
+        return periodic[0], periodic[-1]
+    if len(counted) >= 2:
+        return counted[0], counted[-1]
+    return None
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    path = Path(path)
+    profile = json.loads((path / "profile.json").read_text())
+    summary = _read_json(path / "summary.json")
+    config = _read_json(path / "config.json")
+    series = read_series(path)
+    windows = {name: steady_window(snaps) for name, snaps in series.items()}
+    use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != "Runner")
+    components = []
+    frame_rates = []
+    for name, entry in profile.items():
+        window = windows.get(name) if use_windows else None
+        if window is not None:
+            a, b = window
+            clock = {}
+            if a.cpu_s is not None and b.cpu_s is not None:
+                clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": b.run_delay_s - a.run_delay_s, "cores": b.cores}
+            span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
+            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), span, True, **clock))
+            if b.t > a.t:
+                frame_rates.append(((b.frames - a.frames), b.t - a.t))
+        else:
+            components.append(_whole_life(name, entry, summary))
+    if frame_rates:
+        frames = max(f for f, _ in frame_rates)
+        fps = sum(f for f, _ in frame_rates) / sum(t for _, t in frame_rates)
+    else:
+        frames = sum(int(v) for v in summary.get("env_frames", {}).values())
+        fps = summary.get("fps_steady") or summary.get("fps") or 0.0
+    return Experiment(path, components, summary, config, series, frames, fps)
+
+
+def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
+    activity, resources = entry.get("activity") or {}, entry.get("resources") or {}
+    lifetime = activity.get("lifetime_s") or resources.get("wall_s") or summary.get("wall_time_s") or 0.0
+    cpu = None
+    if resources.get("cpu_user_s") is not None:
+        cpu = resources["cpu_user_s"] + resources.get("cpu_system_s", 0.0)
+    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -1,0 +1,96 @@
+"""`python -m sf.profile report <run> --compare <baseline>`: marks a scope made 20 % slower, stays quiet otherwise."""
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from sf.profiling.run_data import load_experiment
+from sf.profiling.compare import MIN_CHANGE, Z, compare
+from sf.profiling.series import SERIES_FILE
+from sf_examples.profiling.induced_bottlenecks import CASES, run_case
+from tests.conftest import ROOT
+
+SLEEPY = CASES["simulation"]
+
+
+def scale_scope(tree: dict, key: str, factor: float) -> dict:
+    return {k: {"time": v["time"] * (factor if k == key else 1.0), "children": scale_scope(v["children"], key, factor)}
+            for k, v in tree.items()}
+
+
+def slowed_copy(src, dst, factor: float):
+    """The same run with every rollout worker's env_step taking `factor` times as long, in the series and the profile."""
+    shutil.copytree(src, dst)
+    lines = []
+    for line in (src / SERIES_FILE).read_text().splitlines():
+        record = json.loads(line)
+        if record["component"].startswith("RolloutWorker"):
+            record["tree"] = scale_scope(record["tree"], "env_step", factor)
+        lines.append(json.dumps(record))
+    (dst / SERIES_FILE).write_text("\n".join(lines) + "\n")
+    profile = json.loads((src / "profile.json").read_text())
+    for name, entry in profile.items():
+        if name.startswith("RolloutWorker"):
+            entry["tree"] = scale_scope(entry["tree"], "env_step", factor)
+    (dst / "profile.json").write_text(json.dumps(profile))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def sleepy_run(tmp_path_factory):
+    train_dir = tmp_path_factory.mktemp("compare")
+    return run_case(SLEEPY, str(train_dir), "base")
+
+
+def test_a_scope_made_20_percent_slower_is_marked(sleepy_run, tmp_path):
+    slow = slowed_copy(sleepy_run, tmp_path / "slow", 1.2)
+    result = compare(load_experiment(sleepy_run), load_experiment(slow))
+    slowed = {f"RolloutWorker_w{i}/env_step" for i in range(2)}
+    assert {r.key for r in result.marked} <= slowed
+    rows = [r for r in result.rows if r.key in slowed]
+    assert all(r.change == pytest.approx(0.2, rel=1e-6) for r in rows)
+    detectable = [r for r in rows if 0.2 > max(Z * r.noise, MIN_CHANGE)]
+    if not detectable:
+        pytest.skip(f"this machine's run-to-run noise ({min(r.noise for r in rows):.0%}) hides a 20 % change")
+    assert all(r.marked for r in detectable)
+
+
+def test_a_change_within_noise_is_not_marked(sleepy_run, tmp_path):
+    slightly = slowed_copy(sleepy_run, tmp_path / "slightly", 1.03)
+    assert compare(load_experiment(sleepy_run), load_experiment(slightly)).marked == []
+
+
+def test_cli_prints_the_diff_and_draws_it(sleepy_run, tmp_path):
+    slow = slowed_copy(sleepy_run, tmp_path / "slow", 1.2)
+    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    expected = compare(load_experiment(sleepy_run), load_experiment(slow))
+    assert f"{len(expected.marked)} of {len(expected.rows)} keys changed beyond run-to-run noise" in out.stdout
+    assert "RolloutWorker_w0/env_step" in out.stdout and "+20%" in out.stdout
+    assert (slow / "profiling" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    as_json = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run),
+                              "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    data = json.loads(as_json.stdout)
+    assert sorted(data["marked"]) == sorted(r.key for r in expected.marked)
+    row = next(r for r in data["rows"] if r["key"] == "RolloutWorker_w0/env_step")
+    assert row["change"] == pytest.approx(0.2, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_a_real_env_step_20_percent_slower_is_marked(sleepy_run, tmp_path):
+    slow_case = dataclasses.replace(SLEEPY, flags=("--env=sleepy_cartpole_1200us",) + SLEEPY.flags[1:])
+    slow = run_case(slow_case, str(tmp_path), "slow")
+    marked = {r.key for r in compare(load_experiment(sleepy_run), load_experiment(slow)).marked}
+    assert {"RolloutWorker_w0/env_step", "RolloutWorker_w1/env_step"} <= marked
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_runs_of_the_same_command_are_quiet_in_9_of_10(tmp_path):
+    runs = [run_case(SLEEPY, str(tmp_path), f"same{i}") for i in range(11)]
+    quiet = [not compare(load_experiment(a), load_experiment(b)).marked for a, b in zip(runs, runs[1:])]
+    assert sum(quiet) >= 9, quiet

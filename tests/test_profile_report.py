@@ -1,0 +1,128 @@
+"""`python -m sf.profile report`: the verdict on runs built to be limited by one kind of work, the what-if arithmetic
+on a hand-made experiment, and the outputs (text, JSON, HTML with inline charts, PNGs)."""
+import base64
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from sf.profiling.run_data import load_experiment
+from sf.profiling.bottleneck import assess, predict_fps
+from sf.profiling.series import SERIES_FILE
+from sf_examples.profiling.induced_bottlenecks import CASES, run_case
+from tests.conftest import ROOT
+
+
+def node(seconds, **children):
+    return {"time": seconds, "children": children}
+
+
+def write_experiment(path, trees_at, fps=1000.0):
+    """An experiment folder whose series holds two snapshots per component, 10 s apart, 10 s * fps frames apart.
+
+    trees_at: {component: (pid, tree of what happened in the window)}; the first snapshot is an empty tree.
+    """
+    path.mkdir(parents=True)
+    (path / "profiling").mkdir()
+    lines, profile = [], {}
+    for name, (pid, tree) in trees_at.items():
+        for t, frames, snapshot in ((5.0, 1000, {}), (15.0, 1000 + int(10 * fps), tree)):
+            lines.append((t, json.dumps({"t": t, "frames": frames, "component": name, "pid": pid, "final": False,
+                                     "cpu_s": None, "run_delay_s": None, "cores": 2, "tree": snapshot})))
+        profile[name] = {"name": name, "pid": pid, "tree": tree}
+    (path / SERIES_FILE).write_text("\n".join(line for _, line in sorted(lines, key=lambda kv: kv[0])) + "\n")
+    (path / "profile.json").write_text(json.dumps(profile))
+    (path / "summary.json").write_text(json.dumps({"fps": fps, "fps_steady": fps, "wall_time_s": 20.0,
+                                                   "env_frames": {"0": 1000 + int(10 * fps)}}))
+    return path
+
+
+def simulation_bound(path):
+    """Rollout workers busy 9 of 10 s (8 s env_step, 1 s framework), inference 3 s, learner 2 s, batcher 0.5 s."""
+    rollout = {"env_step": node(8.0), "overhead": node(0.6), "enqueue_policy_requests": node(0.4), "wait_actions": node(1.0)}
+    return write_experiment(path, {
+        "RolloutWorker_w0": (10, rollout), "RolloutWorker_w1": (11, rollout),
+        "InferenceWorker_p0-w0": (12, {"one_step": node(3.0, forward=node(2.0), send_messages=node(0.5)),
+                                       "wait_requests": node(7.0)}),
+        "Learner 0": (13, {"train": node(2.0), "wait_batch": node(7.5)}),
+        "Batcher 0": (13, {"batching": node(0.5)}),
+    })
+
+
+def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
+    exp = load_experiment(simulation_bound(tmp_path / "sim"))
+    verdict = assess(exp)
+    assert verdict.kind == "simulation"
+    assert verdict.limiting == "RolloutWorker"
+    gains = {w.kind: w.fps_gain for w in verdict.what_if}
+    # by hand: rollout workers busy 0.9; env_step halved -> 0.5; the next busiest process is learner+batcher at 0.25
+    assert gains["simulation"] == pytest.approx(0.9 / 0.5 - 1)
+    # framework code of the rollout workers (1.0 s) plus the inference worker's sends (0.5 s), halved
+    assert gains["communication"] == pytest.approx(0.9 / 0.85 - 1)
+    assert gains["learner"] == pytest.approx(0.0)
+    assert predict_fps(exp, {"simulation": 4.0}) == pytest.approx(1000 * 0.9 / max(0.1 + 0.2, 0.3))
+    # env_step 4x and the learner 2x slower: rollout 0.3, learner+batcher 0.45 -> limited by the learner
+    assert predict_fps(exp, {"simulation": 4.0, "learner": 0.5}) == pytest.approx(1000 * 0.9 / 0.45)
+
+
+def test_waits_name_whom_each_component_waits_for(tmp_path):
+    from sf.profiling.report import build_report, format_text
+
+    report = build_report(load_experiment(simulation_bound(tmp_path / "sim")))
+    text = format_text(report)
+    assert "InferenceWorker idle 70%, waiting for rollout workers (wait_requests)" in text
+    assert "RolloutWorker (x2) idle 10%, waiting for inference workers (wait_actions)" in text
+    rows = {r.name: r for r in report.components}
+    assert rows["RolloutWorker_w0"].work == pytest.approx(0.9)
+    assert rows["RolloutWorker_w0"].hotspots[0] == ("env_step", pytest.approx(0.8))
+    assert "verdict: simulation-bound" in text
+    assert "if simulation were 2x faster: about +80% FPS" in text
+
+
+def test_cli_writes_html_pngs_and_json(tmp_path):
+    exp = simulation_bound(tmp_path / "sim")
+    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(exp), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["verdict"]["kind"] == "simulation"
+    page = (exp / "profiling" / "report.html").read_text()
+    assert "verdict: simulation-bound" in page
+    png = (exp / "profiling" / "report_activity.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert base64.b64encode(png).decode()[:200] in page
+    assert (exp / "profiling" / "report_hotspots.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_rejects_a_folder_without_a_profile(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "experiment_dir" in out.stderr
+
+
+def test_whole_lifetime_fallback_without_series(tmp_path):
+    """A profile without the series (an older run) is read over each component's whole life."""
+    exp_dir = simulation_bound(tmp_path / "sim")
+    (exp_dir / SERIES_FILE).unlink()
+    exp = load_experiment(exp_dir)
+    rollout = next(c for c in exp.components if c.name == "RolloutWorker_w0")
+    assert not rollout.steady and rollout.lifetime_s == 20.0
+    assert rollout.share(rollout.work_s) == pytest.approx(0.45)
+
+
+@pytest.mark.parametrize("kind", ["simulation", "communication"])
+def test_induced_bottleneck_gets_its_verdict(kind, tmp_path):
+    exp = run_case(CASES[kind], str(tmp_path), kind)
+    assert assess(load_experiment(exp)).kind == kind
+    shutil.rmtree(tmp_path / kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["inference", "learner"])
+def test_induced_bottleneck_gets_its_verdict_slow(kind, tmp_path):
+    exp = run_case(CASES[kind], str(tmp_path), kind)
+    assert assess(load_experiment(exp)).kind == kind
