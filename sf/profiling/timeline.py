@@ -104,6 +104,7 @@ def merge(profiling_dir: Path, local: Recorder | None = None) -> Path:
         parts.append({"pid": local.pid, "clock": time.get_clock_info("perf_counter").implementation,
                       "wall_offset_s": _wall_offset(), "rows": local.rows()})
     out = profiling_dir / "timeline.json"
+    profiling_dir.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(chrome_trace(parts)))
     for path in (profiling_dir / PARTS_DIR).glob("*"):
         path.unlink()

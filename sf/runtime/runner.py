@@ -256,7 +256,7 @@ class Runner(Component):
         summary = self.summary()
         self.experiment.write_json("profile.json", self.profiles)
         if self.timeline is not None:
-            path = timeline.merge(self.experiment.dir / "profiling", self.timeline)
+            path = timeline.merge(self.cfg.profiling.output_dir, self.timeline)
             log.info("timeline of every process: %s", path)
         self.experiment.write_json("summary.json", summary)
         self.experiment.close()

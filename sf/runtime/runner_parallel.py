@@ -27,7 +27,6 @@ import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned proce
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
-from pathlib import Path
 
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
@@ -199,7 +198,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
             runner_q.put((RUNNER, "error", name, message), timeout=5.0)
         _share_timings(loop, runner_q, kind="profile")
     if recorder is not None:
-        recorder.dump(timeline.part_path(Path(shared["experiment_dir"]) / "profiling", _process_label(kind, a, b)))
+        recorder.dump(timeline.part_path(cfg.profiling.output_dir, _process_label(kind, a, b)))
     if profile is not None:
         profile.end()
     os._exit(exit_code)

@@ -38,7 +38,7 @@ class PySpyBackend:
             for fmt, path in (("speedscope", self.speedscope), ("flamegraph", self.svg)):
                 # a session of its own: a Ctrl-C in the terminal reaches sf, which stops the recorders in order
                 self.recorders.append(subprocess.Popen(self.command(fmt, path), stdout=log, stderr=log,
-                                                       start_new_session=True))
+                                                       start_new_session=True, preexec_fn=_unblock_stop_signals))
         _wait_for_attach(self.log, len(self.recorders))
 
     def step(self) -> None:
@@ -58,6 +58,12 @@ class PySpyBackend:
 
     def outputs(self) -> list[Path]:
         return [self.speedscope, self.svg]
+
+
+def _unblock_stop_signals() -> None:
+    """Component processes block SIGINT/SIGTERM (the runner stops them in order) and children inherit the mask;
+    a recorder must see the SIGINT that tells it to write its file."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _wait_for_attach(log: Path, recorders: int) -> None:
