@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,21 @@ def run_sf(args: list[str], timeout: float = 300, module: str = "sf_examples.tra
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout, **kwargs)
+
+
+def read_until(proc: subprocess.Popen, pattern: str, lines: list[str]) -> re.Match:
+    """Read a running sf's output into `lines` until a line matches `pattern` (fails if the output ends first)."""
+    for line in proc.stdout:
+        lines.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+    raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
+
+
+def started_pids(lines: list[str]) -> dict[str, int]:
+    """Component name -> pid, from the runner's `started <name> pid=<pid>` lines."""
+    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", l) for l in lines) if m}
 
 
 @pytest.fixture

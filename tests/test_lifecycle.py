@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, read_until, started_pids
 from sf.runtime.orphans import shm_files
 
 FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
@@ -85,19 +84,6 @@ def _start(args: list[str], sessions: list[int], module: str = "sf_examples.trai
     return proc
 
 
-def _read_until(proc: subprocess.Popen, pattern: str, lines: list[str]) -> re.Match:
-    for line in proc.stdout:
-        lines.append(line)
-        match = re.search(pattern, line)
-        if match:
-            return match
-    raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
-
-
-def _started_pids(lines: list[str]) -> dict[str, int]:
-    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", l) for l in lines) if m}
-
-
 def _summary(path: Path, deadline_s: float) -> dict:
     """Wait for the run to end: summary.json is written once, atomically, when it does."""
     deadline = time.monotonic() + deadline_s
@@ -132,8 +118,8 @@ def test_a_learner_iteration_longer_than_the_stop_timeout_is_killed_with_a_warni
     proc = _start(["--env=CartPole-v1", *FAST, "--num_epochs=10000000", "--stop_timeout_sec=1",
                    "--train_for_env_steps=100000000", f"--train_dir={tmp_path}", "--experiment=slow"], sessions)
     lines: list[str] = []
-    _read_until(proc, r"Avg episode reward: \{0: -?\d", lines)  # episodes ended, so the first batch is on its way
-    _read_until(proc, r"Fps is", lines)
+    read_until(proc, r"Avg episode reward: \{0: -?\d", lines)  # episodes ended, so the first batch is on its way
+    read_until(proc, r"Fps is", lines)
     os.killpg(proc.pid, signal.SIGTERM)
     rest, _ = proc.communicate(timeout=120)
     out = "".join(lines) + rest
@@ -152,7 +138,7 @@ def test_sigterm_to_the_process_group_stops_a_vizdoom_run_in_order(tmp_path, ses
     proc = _start([*DOOM, "--stop_timeout_sec=60", f"--train_dir={tmp_path}", "--experiment=term"], sessions,
                   module="sf_examples.vizdoom.train_vizdoom")
     lines: list[str] = []
-    _read_until(proc, r"Total num frames: [1-9]", lines)
+    read_until(proc, r"Total num frames: [1-9]", lines)
     os.killpg(proc.pid, signal.SIGTERM)  # what Slurm, Docker and systemd send
     rest, _ = proc.communicate(timeout=120)
     out = "".join(lines) + rest
@@ -176,8 +162,8 @@ def test_a_component_killed_with_sigkill_ends_the_run_within_5_s(tmp_path, sessi
     proc = _start([*DOOM, f"--train_dir={tmp_path}", "--experiment=kill"], sessions,
                   module="sf_examples.vizdoom.train_vizdoom")
     lines: list[str] = []
-    _read_until(proc, r"Total num frames: [1-9]", lines)
-    os.kill(_started_pids(lines)[component], signal.SIGKILL)
+    read_until(proc, r"Total num frames: [1-9]", lines)
+    os.kill(started_pids(lines)[component], signal.SIGKILL)
     killed_at = time.monotonic()
     rest, _ = proc.communicate(timeout=60)  # returns once the run exited and nothing holds its output any more
     took = time.monotonic() - killed_at

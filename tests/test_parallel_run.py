@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, run_sf
+from conftest import ROOT, read_until, run_sf, started_pids
 
 FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
         "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
@@ -30,19 +30,6 @@ def _start(args, script=None):
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def _read_until(proc, pattern: str, lines: list[str]) -> re.Match:
-    for line in proc.stdout:
-        lines.append(line)
-        match = re.search(pattern, line)
-        if match:
-            return match
-    raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
-
-
-def _child_pids(lines: list[str]) -> dict[str, int]:
-    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (\S+) pid=(\d+)", l) for l in lines) if m}
-
-
 def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
     result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=4000", "--experiment=par",
                      f"--train_dir={tmp_path}"], timeout=240)
@@ -55,7 +42,7 @@ def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
     assert len({entry["pid"] for entry in profile.values()}) >= 4
     summary = json.loads((tmp_path / "par" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4000
-    assert all(not _alive(pid) for pid in _child_pids(result.stdout.splitlines()).values())
+    assert all(not _alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 
@@ -65,8 +52,8 @@ def _interrupt_running(tmp_path, experiment: str, act) -> tuple[subprocess.Popen
                    f"--train_dir={tmp_path}"])
     lines: list[str] = []
     try:
-        _read_until(proc, r"Total num frames: [1-9]", lines)  # every process is up and training
-        pids = _child_pids(lines)
+        read_until(proc, r"Total num frames: [1-9]", lines)  # every process is up and training
+        pids = started_pids(lines)
         act(proc, pids)
         acted_at = time.monotonic()
         rest, _ = proc.communicate(timeout=30)
@@ -97,7 +84,7 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     summary = json.loads((tmp_path / "crash" / "summary.json").read_text())
     assert summary["status"] == "error" and "env exploded on purpose" in summary["error"]
     assert time.monotonic() - started < 60
-    assert all(not _alive(pid) for pid in _child_pids(out.splitlines()).values())
+    assert all(not _alive(pid) for pid in started_pids(out.splitlines()).values())
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 
