@@ -77,6 +77,8 @@ def main() -> None:
         print(f"{mode} overhead per block: {overhead_us(loop, args.blocks):.2f} us")
     print(f"add_time after a profiling capture window opened and closed: {after_capture_window_us(args.blocks):+.3f} us "
           "per block against before it")
+    print(f"timeline recording: add_time {timeline_scope_us(args.blocks):+.3f} us per block, "
+          f"message send + dispatch {timeline_message_us(args.blocks // 4):+.3f} us per message, against unrecorded")
 
 
 def after_capture_window_us(blocks: int) -> float:
@@ -89,6 +91,50 @@ def after_capture_window_us(blocks: int) -> float:
     ranges.remove()
     after = min(overhead_us(add_time_blocks, blocks) for _ in range(3))
     return after - before
+
+
+def timeline_scope_us(blocks: int) -> float:
+    """What `--profiling_timeline` adds to a scope: the recorder's row appended at every exit."""
+    from sf.profiling.timeline import Recorder
+
+    plain = min(overhead_us(add_time_blocks, blocks) for _ in range(3))
+    recorder = Recorder()
+    try:
+        recorded = min(overhead_us(add_time_blocks, blocks) for _ in range(3))
+    finally:
+        recorder.stop()
+    return recorded - plain
+
+
+def timeline_message_us(messages: int) -> float:
+    """What the traced event loop adds per message: a flow id and a row at the send, a slice at the delivery."""
+    from sf.profiling.timeline import Recorder
+    from sf.runtime.event_loop import Component, EventLoop
+
+    def seconds_per_message(traced: bool) -> float:
+        loop = EventLoop()
+        sender, receiver = Component("RolloutWorker_w0"), Component("InferenceWorker_p0-w0")
+        receiver.handlers["policy_request"] = lambda *payload: None
+        sender.handlers["tick"] = lambda: sender.send("InferenceWorker_p0-w0", "policy_request", 0, 1, 2)
+        loop.add(sender)
+        loop.add(receiver)
+        recorder = Recorder() if traced else None
+        if traced:
+            loop.enable_timeline(recorder)
+        tick = ("RolloutWorker_w0", "tick")
+        try:
+            start = time.perf_counter()
+            for _ in range(messages):
+                loop._dispatch(tick)
+                loop._dispatch(loop.local.popleft())
+            return (time.perf_counter() - start) / messages
+        finally:
+            if recorder is not None:
+                recorder.stop()
+
+    plain = min(seconds_per_message(False) for _ in range(3))
+    traced = min(seconds_per_message(True) for _ in range(3))
+    return (traced - plain) * 1e6
 
 
 if __name__ == "__main__":

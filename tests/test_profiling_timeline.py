@@ -91,3 +91,28 @@ def test_parts_on_other_clocks_are_aligned_by_their_wall_offsets():
     assert by_phase["f"]["ts"] - by_phase["s"]["ts"] == pytest.approx(500.0)  # microseconds
     train = next(e for e in trace["traceEvents"] if e.get("name") == "train")
     assert train["ts"] == 0.0 and train["dur"] == pytest.approx(5e5)
+
+
+def test_recorder_rows_match_the_tree_alone_and_beside_another_hook():
+    """The recorder's inlined exit (alone) and its wrapped form (beside another hook) record the same rows."""
+    seen: list[str] = []
+    other = timing_module.ScopeHook(None, lambda node: seen.append(node.path))
+    recorder = timeline.Recorder()
+    t = Timing("Learner 0")
+    try:
+        with t.add_time("train"), t.timeit("update"):
+            pass
+        timing_module.add_scope_hook(other)
+        with t.add_time("train"), t.time_avg("clip"):
+            pass
+        timing_module.remove_scope_hook(other)
+        with t.add_time("train"):
+            pass
+    finally:
+        recorder.stop()
+    rows = recorder.rows()
+    assert [r[2] for r in rows] == ["train/update", "train", "train/clip", "train", "train"]
+    assert seen == ["train/clip", "train"]
+    assert all(r[0] == "X" and r[1] == "Learner 0" and r[4] >= r[3] for r in rows)
+    # the row of an inlined exit ends at the reading the node's time was taken from
+    assert rows[0][4] - rows[0][3] == t.get("train/update")
