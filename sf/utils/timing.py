@@ -7,7 +7,8 @@ a `with` block then costs one dict lookup, two clock reads and a few attribute w
 
 Profilers observe scopes through `add_scope_hook`: while no hook is installed the node classes keep their plain
 methods, so an unobserved block costs exactly what it did before; installing one swaps in methods that also call
-every hook with the node (whose `path` is "parent/child" and whose `timing.name` is the component).
+every hook with the node (whose `path` is "parent/child" and whose `timing.name` is the component). A trace
+recorder installed alone gets exits with its append written into them, one Python call per scope as without it.
 """
 from __future__ import annotations
 
