@@ -40,25 +40,27 @@ class RolloutWorker(Component):
         self.free = deque(range(first_slot, first_slot + layout.slots_per_worker))
         self.envs: list[EnvAdapter] = []
         self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)
-        self.slot = np.zeros(n, dtype=np.int64)
-        self.t = np.zeros(n, dtype=np.int64)
-        self.policy = np.zeros(n, dtype=np.int64)
-        self.pending = np.full(n, -1, dtype=np.int64)  # finished trajectory waiting for its bootstrap value
-        self.pending_policy = np.zeros(n, dtype=np.int64)
-        self.episode_ended = np.zeros(n, dtype=bool)
-        self.ep_return = np.zeros(n, dtype=np.float64)
-        self.ep_len = np.zeros(n, dtype=np.int64)
+        # per-env state in plain lists: the rollout loop reads and writes them once per env step, where a
+        # Python int or float costs a fraction of a numpy scalar
+        self.slot = [0] * n
+        self.t = [0] * n
+        self.policy = [0] * n
+        self.pending = [-1] * n  # finished trajectory waiting for its bootstrap value
+        self.pending_policy = [0] * n
+        self.episode_ended = [False] * n
+        self.ep_return = [0.0] * n
+        self.ep_len = [0] * n
         self.episodes: dict[int, list[tuple[float, int]]] = {}
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = [0] * cfg.num_policies
-        self.done_count = np.zeros(n, dtype=np.int64)
+        self.done_count = [0] * n
         self.num_splits = cfg.worker_num_splits
         per_split = n // self.num_splits
-        self.split_of = np.arange(n) // per_split
+        self.split_of = [i // per_split for i in range(n)]
         self.inflight: dict[tuple[int, int], list[int]] = {}
         self.ready: list[list[int]] = [[] for _ in range(self.num_splits)]
-        self.global_env = self.idx * n + np.arange(n)
+        self.global_env = [self.idx * n + i for i in range(n)]
         self.envs_total = cfg.num_workers * n
         self.traj_per_version = trajectories_per_batch(cfg)
 
@@ -69,7 +71,7 @@ class RolloutWorker(Component):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
         with self.timing.add_time("init_envs"):
             for i in range(n):
-                env_id = int(self.global_env[i])
+                env_id = self.global_env[i]
                 env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)), cfg.env_framestack)
                 seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
                 obs = env.reset(seed=seed)
@@ -94,51 +96,63 @@ class RolloutWorker(Component):
 
     # the rollout loop ---------------------------------------------------------------------------------
     def _on_actions(self, split: int, policy: int) -> None:
+        """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
+        into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
         envs = self.inflight.pop((split, policy))
-        b = self.buffers
-        obs_np, actions_np, rewards_np = b.obs_np, b.np["actions"], b.np["rewards"]
-        dones_np, time_outs_np, rnn_np, values_np = b.np["dones"], b.np["time_outs"], b.np["rnn_states"], b.np["values"]
-        T = self.T
+        b, T = self.buffers, self.T
+        values_np = b.np["values"]
+        slot, t, pending = self.slot, self.t, self.pending
         finished: dict[int, list[int]] = {}
-        ready = self.ready[split]
-        timing = self.timing
+        stepping = []
         for i in envs:
-            slot, t = self.slot[i], self.t[i]
-            if self.pending[i] >= 0:
-                old = self.pending[i]
-                values_np[old, T] = values_np[slot, 0]
-                finished.setdefault(int(self.pending_policy[i]), []).append(int(old))
-                self.pending[i] = -1
+            if pending[i] >= 0:
+                old = pending[i]
+                values_np[old, T] = values_np[slot[i], 0]
+                finished.setdefault(self.pending_policy[i], []).append(old)
+                pending[i] = -1
             if self.sync and self.done_count[i] >= self._quota(i):
                 self.parked.add(i)
-                continue
-            with timing.add_time("env_step"):
-                obs, reward, terminated, truncated, _ = self.envs[i].step(actions_np[slot, t])
-            with timing.add_time("overhead"):
-                rewards_np[slot, t] = reward
-                self.ep_return[i] += reward
-                self.ep_len[i] += 1
-                if terminated or truncated:
-                    dones_np[slot, t] = 1.0
-                    time_outs_np[slot, t] = float(truncated and not terminated)
-                    self._episode_done(i)
-                    obs = self.envs[i].reset()
-                    rnn_np[slot, t + 1] = 0.0
-                else:
-                    dones_np[slot, t] = 0.0
-                    time_outs_np[slot, t] = 0.0
-                for key, value in obs.items():
-                    obs_np[key][slot, t + 1] = value
-                self.t[i] = t + 1
-            if t + 1 == T:
-                with timing.add_time("complete_rollouts"):
-                    self._complete(i, ready)
             else:
-                ready.append(i)
+                stepping.append(i)
+        if stepping:
+            self._step_envs(stepping, split)
         for policy_id, slots in finished.items():
             self.send(batcher_name(policy_id), "trajectories", slots)
         self._request(split)
         self._update_wait()
+
+    def _step_envs(self, stepping: list[int], split: int) -> None:
+        b, T, timing = self.buffers, self.T, self.timing
+        obs_np, actions_np, rewards_np = b.obs_np, b.np["actions"], b.np["rewards"]
+        dones_np, time_outs_np, rnn_np = b.np["dones"], b.np["time_outs"], b.np["rnn_states"]
+        slot, t, envs = self.slot, self.t, self.envs
+        with timing.add_time("env_step"):
+            results = [envs[i].step(actions_np[slot[i], t[i]]) for i in stepping]
+            resets = {k: envs[stepping[k]].reset() for k, r in enumerate(results) if r[2] or r[3]}
+        with timing.add_time("overhead"):
+            ep_return, ep_len, ready = self.ep_return, self.ep_len, self.ready[split]
+            for k, (i, (obs, reward, terminated, truncated, _)) in enumerate(zip(stepping, results)):
+                s, step = slot[i], t[i]
+                rewards_np[s, step] = reward
+                ep_return[i] += reward
+                ep_len[i] += 1
+                if terminated or truncated:
+                    dones_np[s, step] = 1.0
+                    time_outs_np[s, step] = float(truncated and not terminated)
+                    self._episode_done(i)
+                    obs = resets[k]
+                    rnn_np[s, step + 1] = 0.0
+                else:
+                    dones_np[s, step] = 0.0
+                    time_outs_np[s, step] = 0.0
+                for key, value in obs.items():
+                    obs_np[key][s, step + 1] = value
+                t[i] = step + 1
+                if step + 1 == T:
+                    with timing.add_time("complete_rollouts"):
+                        self._complete(i, ready)
+                else:
+                    ready.append(i)
 
     def _update_wait(self) -> None:
         """Name what the worker waits for now: actions while a request is out, else a new policy version
@@ -153,14 +167,14 @@ class RolloutWorker(Component):
             self.wait_key = "wait_actions"
 
     def _episode_done(self, i: int) -> None:
-        self.episodes.setdefault(int(self.policy[i]), []).append((float(self.ep_return[i]), int(self.ep_len[i])))
+        self.episodes.setdefault(self.policy[i], []).append((self.ep_return[i], self.ep_len[i]))
         self.ep_return[i] = 0.0
         self.ep_len[i] = 0
         self.episode_ended[i] = True
 
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
-        old = int(self.slot[i])
+        old = self.slot[i]
         self.buffers.np["traj_time"][old, 1] = time.monotonic()
         self.done_count[i] += 1
         if not self.free:
@@ -190,7 +204,7 @@ class RolloutWorker(Component):
         The batch's trajectories are dealt out over all envs; the remainder rotates with the version.
         """
         base, extra = divmod(self.traj_per_version, self.envs_total)
-        shift = (int(self.global_env[i]) - self.version[int(self.policy[i])] * extra) % self.envs_total
+        shift = (self.global_env[i] - self.version[self.policy[i]] * extra) % self.envs_total
         return base + (1 if shift < extra else 0)
 
     def _request(self, split: int) -> None:
@@ -200,11 +214,11 @@ class RolloutWorker(Component):
         with self.timing.add_time("enqueue_policy_requests"):
             by_policy: dict[int, list[int]] = {}
             for i in envs:
-                by_policy.setdefault(int(self.policy[i]), []).append(i)
+                by_policy.setdefault(self.policy[i], []).append(i)
             for policy_id, group in by_policy.items():
                 self.inflight[(split, policy_id)] = group
-                slots = self.slot[group].tolist()
-                steps = self.t[group].tolist()
+                slots = [self.slot[i] for i in group]
+                steps = [self.t[i] for i in group]
                 self.send(policy_queue_name(policy_id), "policy_request", self.idx, split, slots, steps)
             self.ready[split] = []
 
@@ -215,7 +229,7 @@ class RolloutWorker(Component):
         while self.need_slot and self.free:
             i, old = self.need_slot.popleft()
             self._continue_in_new_slot(i, old)
-            split = int(self.split_of[i])
+            split = self.split_of[i]
             self.ready[split].append(i)
             touched.add(split)
         for split in touched:
@@ -230,7 +244,7 @@ class RolloutWorker(Component):
         touched = set()
         for i in resumed:
             self.parked.discard(i)
-            split = int(self.split_of[i])
+            split = self.split_of[i]
             self.ready[split].append(i)
             touched.add(split)
         for i in range(self.num_envs):
