@@ -21,6 +21,7 @@ from sf.utils.timing import Timing
 log = logging.getLogger("sf")
 
 REPORT_EVERY_S = 5.0
+TRAIN_SCALARS_EVERY_S = 1.0  # learner statistics reach TensorBoard as means over this interval
 
 
 class Runner(Component):
@@ -39,6 +40,8 @@ class Runner(Component):
         self.episodes = {p: deque(maxlen=cfg.stats_avg) for p in range(n)}
         self.num_episodes = {p: 0 for p in range(n)}
         self.last_stats: dict[int, dict] = {p: {} for p in range(n)}
+        # learner statistics since they were last written: (sums by key, iterations, env steps of the last one)
+        self.train_window: dict[int, tuple[dict[str, float], int, int]] = {p: ({}, 0, 0) for p in range(n)}
         self.max_lag = {p: 0.0 for p in range(n)}
         self.learners_ready: set[int] = set()
         self.fps_window: deque[tuple[float, int]] = deque()
@@ -69,6 +72,7 @@ class Runner(Component):
             self.loop.every(self.cfg.save_every_sec, self._request_save, owner=self)
             self.loop.every(self.cfg.save_best_every_sec, self._request_save_best, owner=self)
         self.loop.every(1.0, self._check_time_limit, owner=self)
+        self.loop.every(TRAIN_SCALARS_EVERY_S, self._write_train_scalars, owner=self)
         self.loop.every(self.cfg.experiment_summaries_interval, self._own_timing, owner=self)
 
     # incoming ----------------------------------------------------------------------------------------
@@ -84,12 +88,26 @@ class Runner(Component):
             self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
             if self.steady_start is None:
                 self.steady_start = (time.monotonic(), self.total_frames())
-            self.experiment.write_scalars(policy_id, env_steps, {f"train/{k}": v for k, v in stats.items()})
+            sums, count, _ = self.train_window[policy_id]
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
+            self.train_window[policy_id] = (sums, count + 1, env_steps)
         self.learners_ready.add(policy_id)
         if len(self.learners_ready) == self.cfg.num_policies and self.start_steps is None:
             self.start_steps = dict(self.env_steps)
         if all(s >= self.cfg.train_for_env_steps for s in self.env_steps.values()):
             self.request_stop("ok")
+
+    def _write_train_scalars(self) -> None:
+        """The learner's statistics as TensorBoard scalars: their mean over the iterations since the last write.
+        A fast learner reports dozens of iterations a second; writing each one cost the runner more than the rest
+        of its work together."""
+        with self.timing.add_time("train_scalars"):
+            for policy_id, (sums, count, env_steps) in self.train_window.items():
+                if count:
+                    self.experiment.write_scalars(policy_id, env_steps,
+                                                  {f"train/{k}": v / count for k, v in sums.items()})
+                    self.train_window[policy_id] = ({}, 0, env_steps)
 
     def _on_staleness(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
         for total, more in ((self.ages, ages), (self.recent_ages, ages), (self.lags, lags), (self.recent_lags, lags)):
@@ -243,6 +261,7 @@ class Runner(Component):
     def finish(self) -> dict:
         """Print every profile tree in contract order under its resources header, then the Collected line;
         write profile and summary."""
+        self._write_train_scalars()
         self._report()
         tree = self.timing.to_dict()
         lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
