@@ -39,7 +39,8 @@ SUITES: dict[str, Suite] = {
     "cartpole": Suite(
         "sf_examples.train_gym_env",
         ("--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=16", "--benchmark=True", "--device=cpu",
-         "--use_rnn=False", "--encoder_mlp_layers", "64", "64", "--train_for_env_steps=1000000"),
+         "--use_rnn=False", "--encoder_mlp_layers", "64", "64", "--rollout=32", "--batch_size=1024",
+         "--num_batches_per_epoch=1", "--num_epochs=1", "--train_for_env_steps=1000000"),
         "gymnasium.make('CartPole-v1')",
     ),
     "doom": Suite(
