@@ -1,10 +1,11 @@
-"""What each profiling setting costs in throughput: the CartPole suite of `sf.benchmark` with each backend on every
-group and on the learner alone, and with `--profiling_timeline=True`, each run between two runs with profiling off
+"""What each profiling setting costs in throughput: a suite of `sf.benchmark` (CartPole by default, or Doom) with each
+backend on every group and on the learner alone, and with `--profiling_timeline=True`, each run between two runs with profiling off
 in the same invocation; a setting's figure is its FPS over the mean of its two neighbours, which cancels a machine
 whose load drifts during the invocation. Beside FPS it records the CPU seconds of each run's whole process tree per
 million frames, which a busy machine disturbs less than wall time.
 
-    python benchmarks/bench_profiling_cost.py [--settings timeline ...] [--rounds 1] [--frames 40000] [--out f.json]
+    python benchmarks/bench_profiling_cost.py [--suite doom] [--settings timeline ...] [--rounds 1] [--frames 40000]
+        [--out f.json]
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def _children_cpu_s() -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="cartpole")
     parser.add_argument("--settings", nargs="+", default=None, choices=[s for s in SETTINGS if s != "off"],
                         metavar="SETTING", help=f"the settings to measure (default: all of {list(SETTINGS)[1:]})")
     parser.add_argument("--rounds", type=int, default=1)
@@ -39,7 +41,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     names = args.settings or [s for s in SETTINGS if s != "off"]
-    suite = SUITES["cartpole"]
+    suite = SUITES[args.suite]
     repo = Path(__file__).resolve().parents[1]
     cpu: dict[str, list[float]] = {name: [] for name in ["off", *names]}
 
