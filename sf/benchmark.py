@@ -70,6 +70,14 @@ class Result:
     bare_env_steps_per_s: float | None = None
 
     @property
+    def share_of_bare_env(self) -> float | None:
+        """sf's mean FPS over one bare env's steps per second on one core (frames and steps coincide without
+        frameskip, as in the MuJoCo suite): how close a serial run comes to the simulator alone."""
+        if not self.sf_fps or not self.bare_env_steps_per_s:
+            return None
+        return (sum(self.sf_fps) / len(self.sf_fps)) / self.bare_env_steps_per_s
+
+    @property
     def ratio(self) -> float | None:
         if not self.sf_fps or not self.sample_factory_fps:
             return None
@@ -168,8 +176,10 @@ def run_suite(args: argparse.Namespace) -> int:
             print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
     if result.ratio is not None:
         print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")
+    print(f"sf FPS / bare env steps per second: {result.share_of_bare_env:.1%}")
     if args.out:
-        Path(args.out).write_text(json.dumps({**asdict(result), "ratio": result.ratio}, indent=2))
+        Path(args.out).write_text(json.dumps({**asdict(result), "ratio": result.ratio,
+                                              "share_of_bare_env": result.share_of_bare_env}, indent=2))
     return 0
 
 
