@@ -116,7 +116,7 @@ def test_envs_of_one_worker_start_apart_by_one_rollout_each():
     assert steps == [0, 8, 16, 24]  # env i: i * rollout random steps
     first_obs = worker.buffers.obs_np["obs"][worker.slot, 0, 0].tolist()
     assert first_obs == [float(s % EPISODE) for s in steps]  # episodes of 20 steps reset on the way
-    assert worker.ep_return.tolist() == [0.0] * 4 and worker.ep_len.tolist() == [0] * 4  # nothing counted
+    assert worker.ep_return == [0.0] * 4 and worker.ep_len == [0] * 4  # nothing counted
 
 
 def test_decorrelation_can_be_turned_off():
