@@ -21,14 +21,18 @@ def scale_scope(tree: dict, key: str, factor: float) -> dict:
             for k, v in tree.items()}
 
 
-def slowed_copy(src, dst, factor: float):
-    """The same run with every rollout worker's env_step taking `factor` times as long, in the series and the profile."""
+def slowed_copy(src, dst, factor: float, core_wait_per_cpu_s: float = 0.0):
+    """The same run with every rollout worker's env_step taking `factor` times as long, in the series and the profile,
+    and, when `core_wait_per_cpu_s` is given, its processes waiting that many more seconds for a core per CPU second
+    (as on a busier machine)."""
     shutil.copytree(src, dst)
     lines = []
     for line in (src / SERIES_FILE).read_text().splitlines():
         record = json.loads(line)
         if record["component"].startswith("RolloutWorker"):
             record["tree"] = scale_scope(record["tree"], "env_step", factor)
+            if record["run_delay_s"] is not None and record["cpu_s"] is not None:
+                record["run_delay_s"] += core_wait_per_cpu_s * record["cpu_s"]
         lines.append(json.dumps(record))
     (dst / SERIES_FILE).write_text("\n".join(lines) + "\n")
     profile = json.loads((src / "profile.json").read_text())
@@ -56,6 +60,24 @@ def test_a_scope_made_20_percent_slower_is_marked(sleepy_run, tmp_path):
     if not detectable:
         pytest.skip(f"this machine's run-to-run noise ({min(r.noise for r in rows):.0%}) hides a 20 % change")
     assert all(r.marked for r in detectable)
+
+
+def test_a_change_the_busier_machine_explains_is_not_marked(sleepy_run, tmp_path):
+    """The same 20 % slower env_step, but its processes waited for cores 0.4 s more per CPU second: the load alone
+    explains a change of that size, so it joins the noise and nothing is marked."""
+    busier = slowed_copy(sleepy_run, tmp_path / "busier", 1.2, core_wait_per_cpu_s=0.4)
+    base, run = load_experiment(sleepy_run), load_experiment(busier)
+    result = compare(base, run)
+    for worker in ("RolloutWorker_w0", "RolloutWorker_w1"):
+        before = next(c for c in base.components if c.name == worker)
+        after = next(c for c in run.components if c.name == worker)
+        if before.run_delay_s is None:
+            pytest.skip("no per-process scheduler clocks on this platform")
+        explained = (1 + after.run_delay_s / after.cpu_s) / (1 + before.run_delay_s / before.cpu_s) - 1
+        assert explained == pytest.approx(0.4 / (1 + before.run_delay_s / before.cpu_s), rel=1e-6)
+        row = next(r for r in result.rows if r.key == f"{worker}/env_step")
+        assert row.noise >= explained and not row.marked
+    assert result.marked == []
 
 
 def test_a_change_within_noise_is_not_marked(sleepy_run, tmp_path):

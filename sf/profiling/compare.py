@@ -8,9 +8,17 @@ the blocks is the run's noise; the two runs' noises combine as sqrt(a^2 + b^2). 
 frame, because the frame counter moves in whole learner batches. The spread of block means is deliberately not
 divided by sqrt(5) (the standard error of the run's mean): on a shared machine load drifts over minutes, and two
 runs of the same command differ by about as much as two fifths of one run do.
-A key is marked when its change exceeds
-`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run. Waits are listed but not marked: a
-wait per frame moves whenever anything else does, so marking it would only repeat the cause.
+
+The blocks see the noise inside a run, not a machine that was busier during one run than during the other (load
+on a shared machine drifts over minutes). That part is read from each process's own clocks: over the steady window
+a process ran `cpu` seconds and waited `delay` seconds for a core, so its work took about `1 + delay / cpu` times
+as long as on a free machine. The relative difference of that factor between the two runs is the change the load
+alone explains, and it joins the noise of every key of that process (the largest over all processes joins the
+FPS's).
+
+A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
+of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
+else does, so marking it would only repeat the cause.
 """
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sf.profiling.run_data import Experiment, load_experiment, role_of
+from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment, role_of
 from sf.profiling.series import Snapshot
 
 Z = 2.0
@@ -88,6 +96,19 @@ class _Measure:
     value: float
     spread: float | None
     share: float  # of the component's lifetime, for the relevance filter
+    slowdown: float | None = None  # how much longer its process's work took for waiting on cores (1 = a free machine)
+
+
+def core_wait_slowdown(component: ComponentActivity) -> float | None:
+    """1 + seconds runnable but waiting for a core / CPU seconds, over the window; None where not sampled."""
+    if component.cpu_s is None or component.run_delay_s is None or component.cpu_s <= 0:
+        return None
+    return 1.0 + max(0.0, component.run_delay_s) / component.cpu_s
+
+
+def load_change(a: float | None, b: float | None) -> float:
+    """The relative change in a process's work time that the difference in waiting for cores alone explains."""
+    return 0.0 if a is None or b is None else abs(b / a - 1.0)
 
 
 def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
@@ -103,15 +124,17 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
             continue
         flat = _flat(c.tree)
         lifetime = c.lifetime_s or 1e-12
+        slowdown = core_wait_slowdown(c)
         flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
             rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
             out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
-                                                           seconds / lifetime)
+                                                           seconds / lifetime, slowdown)
         if c.cpu_s is not None:
             cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
                          if a.cpu_s is not None and b.cpu_s is not None]
-            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
+            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0,
+                                                             slowdown)
     fps_series = _fps_series(experiment)
     out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0)
     profile = json.loads((experiment.path / "profile.json").read_text())
@@ -140,6 +163,7 @@ def _is_wait(key: str) -> bool:
 
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
     ma, mb = _measures(baseline), _measures(run)
+    process_load = [load_change(ma[k].slowdown, mb[k].slowdown) for k in set(ma) & set(mb)]
     rows = []
     for key in sorted(set(ma) | set(mb)):
         a, b = ma.get(key), mb.get(key)
@@ -150,7 +174,8 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
             continue
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
-        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2)
+        load = max(process_load, default=0.0) if key[0] == "fps" else load_change(a.slowdown, b.slowdown)
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
         rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
