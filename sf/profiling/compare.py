@@ -10,11 +10,12 @@ divided by sqrt(5) (the standard error of the run's mean): on a shared machine l
 runs of the same command differ by about as much as two fifths of one run do.
 
 The blocks see the noise inside a run, not a machine that was busier during one run than during the other (load
-on a shared machine drifts over minutes). That part is read from each process's own clocks: over the steady window
-a process ran `cpu` seconds and waited `delay` seconds for a core, so its work took about `1 + delay / cpu` times
-as long as on a free machine. The relative difference of that factor between the two runs is the change the load
-alone explains, and it joins the noise of every key of that process (the largest over all processes joins the
-FPS's).
+on a shared machine drifts over minutes). That part is read from each process's scheduler clocks: over the steady
+window it ran `cpu` seconds and was runnable but waiting for a core `delay` seconds, so its work took about
+`s = 1 + delay / cpu` times as long as on a free core. A move of `s` from `a` to `b` between the runs explains a
+change of `max(a / b, b / a) - 1` in any of that process's keys, and that joins their noise (for the FPS, `s` of
+all the run's processes together). Two runs that met the same machine add nothing; a synthetic change (a copy of a
+run with one scope scaled) adds nothing either.
 
 A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
 of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
@@ -99,16 +100,25 @@ class _Measure:
     slowdown: float | None = None  # how much longer its process's work took for waiting on cores (1 = a free machine)
 
 
-def core_wait_slowdown(component: ComponentActivity) -> float | None:
-    """1 + seconds runnable but waiting for a core / CPU seconds, over the window; None where not sampled."""
-    if component.cpu_s is None or component.run_delay_s is None or component.cpu_s <= 0:
+def core_wait_slowdown(cpu_s: float | None, run_delay_s: float | None) -> float | None:
+    """1 + seconds runnable but waiting for a core per CPU second: how much longer the CPU work took than on a free
+    core. None without scheduler clocks."""
+    if cpu_s is None or run_delay_s is None or cpu_s <= 0:
         return None
-    return 1.0 + max(0.0, component.run_delay_s) / component.cpu_s
+    return 1.0 + max(0.0, run_delay_s) / cpu_s
+
+
+def run_slowdown(experiment: Experiment) -> float | None:
+    """`core_wait_slowdown` of all the run's processes together (its own processes included, so two runs of one
+    command on a free machine read the same): how oversubscribed the machine was while the run ran."""
+    clocks = {c.pid: (c.cpu_s, c.run_delay_s) for c in experiment.components
+              if c.cpu_s is not None and c.run_delay_s is not None}
+    return core_wait_slowdown(sum(cpu for cpu, _ in clocks.values()), sum(delay for _, delay in clocks.values()))
 
 
 def load_change(a: float | None, b: float | None) -> float:
-    """The relative change in a process's work time that the difference in waiting for cores alone explains."""
-    return 0.0 if a is None or b is None else abs(b / a - 1.0)
+    """The relative change, either way, that a move of the slowdown from `a` to `b` alone explains."""
+    return 0.0 if a is None or b is None else max(a / b, b / a) - 1.0
 
 
 def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
@@ -124,7 +134,7 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
             continue
         flat = _flat(c.tree)
         lifetime = c.lifetime_s or 1e-12
-        slowdown = core_wait_slowdown(c)
+        slowdown = core_wait_slowdown(c.cpu_s, c.run_delay_s)
         flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
             rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
@@ -136,7 +146,7 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
             out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0,
                                                              slowdown)
     fps_series = _fps_series(experiment)
-    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0)
+    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0, run_slowdown(experiment))
     profile = json.loads((experiment.path / "profile.json").read_text())
     for name, entry in profile.items():
         for field, value in (entry.get("resources") or {}).items():
@@ -163,7 +173,6 @@ def _is_wait(key: str) -> bool:
 
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
     ma, mb = _measures(baseline), _measures(run)
-    process_load = [load_change(ma[k].slowdown, mb[k].slowdown) for k in set(ma) & set(mb)]
     rows = []
     for key in sorted(set(ma) | set(mb)):
         a, b = ma.get(key), mb.get(key)
@@ -174,7 +183,7 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
             continue
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
-        load = max(process_load, default=0.0) if key[0] == "fps" else load_change(a.slowdown, b.slowdown)
+        load = load_change(a.slowdown, b.slowdown)
         noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
