@@ -156,7 +156,8 @@ def event_loop_clocks(record: list[LoopClock]) -> Iterator[list[LoopClock]]:
         EventLoop.run = original
 
 
-def total(clocks: list[LoopClock]) -> LoopClock:
+def total_clock(clocks: list[LoopClock]) -> LoopClock:
+    """The clocks of several event-loop runs added up (a core wait unknown in one is unknown in the sum)."""
     waits = [c.core_wait_s for c in clocks]
     return LoopClock(sum(c.cpu_s for c in clocks), None if None in waits else sum(waits))
 

@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment, role_of
+from sf.profiling.run_data import Experiment, load_experiment, role_of
 from sf.profiling.series import Snapshot
 
 Z = 2.0
