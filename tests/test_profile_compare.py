@@ -21,14 +21,18 @@ def scale_scope(tree: dict, key: str, factor: float) -> dict:
             for k, v in tree.items()}
 
 
-def slowed_copy(src, dst, factor: float):
-    """The same run with every rollout worker's env_step taking `factor` times as long, in the series and the profile."""
+def slowed_copy(src, dst, factor: float, core_wait_share: float = 0.0):
+    """The same run with every rollout worker's env_step taking `factor` times as long, in the series and the profile,
+    and, when `core_wait_share` is given, its processes waiting for a core that share of the time more (as on a
+    busier machine)."""
     shutil.copytree(src, dst)
     lines = []
     for line in (src / SERIES_FILE).read_text().splitlines():
         record = json.loads(line)
         if record["component"].startswith("RolloutWorker"):
             record["tree"] = scale_scope(record["tree"], "env_step", factor)
+            if record["run_delay_s"] is not None:
+                record["run_delay_s"] += core_wait_share * record["t"]
         lines.append(json.dumps(record))
     (dst / SERIES_FILE).write_text("\n".join(lines) + "\n")
     profile = json.loads((src / "profile.json").read_text())
@@ -56,6 +60,26 @@ def test_a_scope_made_20_percent_slower_is_marked(sleepy_run, tmp_path):
     if not detectable:
         pytest.skip(f"this machine's run-to-run noise ({min(r.noise for r in rows):.0%}) hides a 20 % change")
     assert all(r.marked for r in detectable)
+
+
+def test_a_change_the_busier_machine_explains_is_not_marked(sleepy_run, tmp_path):
+    """The same 20 % slower env_step, but each rollout worker waited for a core 30 % of the run's time more: the load
+    alone could explain a change of that size, so it joins the noise and nothing is marked."""
+    busier = slowed_copy(sleepy_run, tmp_path / "busier", 1.2, core_wait_share=0.3)
+    base, run = load_experiment(sleepy_run), load_experiment(busier)
+    if any(c.run_delay_s is None for c in base.components):
+        pytest.skip("no per-process scheduler clocks on this platform")
+    result = compare(base, run)
+    for worker in ("RolloutWorker_w0", "RolloutWorker_w1"):
+        before, after = (next(c for c in e.components if c.name == worker) for e in (base, run))
+        # by hand: 1 + core wait per CPU second, before and after; the CPU seconds are the same copy's
+        assert after.cpu_s == before.cpu_s
+        explained = (after.cpu_s + after.run_delay_s) / (before.cpu_s + before.run_delay_s) - 1
+        assert explained > 0.2 / Z  # enough to hide the injected change
+        row = next(r for r in result.rows if r.key == f"{worker}/env_step")
+        assert row.change == pytest.approx(0.2, rel=1e-6)
+        assert row.noise >= explained
+    assert result.marked == []
 
 
 def test_a_change_within_noise_is_not_marked(sleepy_run, tmp_path):

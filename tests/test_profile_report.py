@@ -65,6 +65,12 @@ def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
     assert predict_fps(exp, {"simulation": 4.0}) == pytest.approx(1000 * 0.9 / max(0.1 + 0.2, 0.3))
     # env_step 4x and the learner 2x slower: rollout 0.3, learner+batcher 0.45 -> limited by the learner
     assert predict_fps(exp, {"simulation": 4.0, "learner": 0.5}) == pytest.approx(1000 * 0.9 / 0.45)
+    # a speed-up for one group only: the rollout workers' framework code 2x (0.1 -> 0.05) with env_step 4x leaves
+    # rollout 0.25 and the inference worker at 0.3 (its sends untouched); the same 2x for every group's
+    # communication would also halve those sends (0.05 -> 0.025) and leave the inference worker at 0.275
+    assert predict_fps(exp, {"simulation": 4.0, ("RolloutWorker", "communication"): 2.0}) == pytest.approx(
+        1000 * 0.9 / 0.3)
+    assert predict_fps(exp, {"simulation": 4.0, "communication": 2.0}) == pytest.approx(1000 * 0.9 / 0.275)
 
 
 def test_waits_name_whom_each_component_waits_for(tmp_path):

@@ -118,13 +118,19 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
     return loads
 
 
-def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict[str, float]) -> tuple[float, str]:
-    """The model's B (or B' with each kind's seconds divided by its entry in `speedups`) and what attains it."""
+def _speedup(speedups: dict, label: str, kind: str) -> float:
+    return speedups.get((label, kind), speedups.get(kind, 1.0))
+
+
+def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple[float, str]:
+    """The model's B (or B' with each kind's seconds divided by its entry in `speedups`: keyed by kind, or by
+    (process group, kind) where a change sped the same kind up differently in different processes) and what attains
+    it."""
     best, limit = 0.0, "nothing"
     cpu_total, cpu_known = 0.0, True
     for load in loads:
         total = sum(load.busy.values())
-        saved = sum(load.busy.get(kind, 0.0) * (1 - 1 / k) for kind, k in speedups.items())
+        saved = sum(seconds * (1 - 1 / _speedup(speedups, load.label, kind)) for kind, seconds in load.busy.items())
         value = max(0.0, load.demand - saved)
         if value > best:
             best, limit = value, load.label
@@ -165,9 +171,18 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     return Verdict(kind, limiting, evidence, what_if)
 
 
-def predict_fps(experiment: Experiment, speedups: dict[str, float]) -> float:
-    """The model's frame rate if each kind in `speedups` were that many times faster (to check it against a real
-    change, feed it the speed-ups measured per kind)."""
+def group_kind_per_frame(experiment: Experiment) -> dict[tuple[str, str], float]:
+    """(process group, kind) -> busy seconds per frame of one process of the group: what a change is measured on."""
+    if experiment.fps <= 0:
+        return {}
+    return {(load.label, kind): busy / experiment.fps for load in process_loads(experiment)
+            for kind, busy in load.busy.items()}
+
+
+def predict_fps(experiment: Experiment, speedups: dict) -> float:
+    """The model's frame rate if each kind in `speedups` were that many times faster (keys: a kind, or a (process
+    group, kind) pair). To check it against a real change, feed it the speed-ups measured per group and kind
+    (`group_kind_per_frame` of both runs): one change often speeds a kind up more in one process than in another."""
     loads = process_loads(experiment)
     cores = next((c.cores for c in experiment.components if c.cores), None)
     now, _ = _bound(loads, cores, {})

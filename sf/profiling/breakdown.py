@@ -25,7 +25,7 @@ import torch
 from sf.profiling.attribution import attribute
 from sf.profiling.breakdown_report import Breakdown, table, write_chart
 from sf.profiling.calibration import measure_event_costs
-from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, event_loop_cpu
+from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, event_loop_clocks, total_clock
 from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
 from sf.profiling.nvml import open_sampler
 from sf.profiling.spans import SCOPE, Span, spans_from_kineto
@@ -131,19 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     if _flag_value(flags, "restart_behavior") is None:
         profiled_flags.append("--restart_behavior=restart")
 
-    baseline_s = baseline_frames = baseline_cpu_s = None
+    baseline_s = baseline_frames = baseline_clock = None
     with tempfile.TemporaryDirectory(prefix="sf_breakdown_") as tmp:
         # the first run in a process pays for lazy imports and first calls (seconds): a one-step run takes them
         status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=warmup", "--train_for_env_steps=1"])
         if status != 0:
             return status
         if not args.skip_uninstrumented:
-            with event_loop_cpu([]) as loop_cpu:
+            with event_loop_clocks([]) as clocks:
                 status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=uninstrumented"])
             if status != 0:
                 return status
             baseline_s, baseline_frames = _main_loop_s(Path(tmp) / "uninstrumented")
-            baseline_cpu_s = sum(loop_cpu)
+            baseline_clock = total_clock(clocks)
 
     costs = measure_event_costs()
     on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
     result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
                        baseline_s=baseline_s, env_frames=frames, baseline_env_frames=baseline_frames,
-                       window_cpu_s=sum(capture.loop_cpu_s), baseline_cpu_s=baseline_cpu_s, **pieces)
+                       window_clock=total_clock(capture.loop_clocks), baseline_clock=baseline_clock, **pieces)
     out_dir = experiment_dir / "profiling"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "breakdown.json").write_text(json.dumps(result.to_dict(), indent=2))

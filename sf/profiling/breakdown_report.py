@@ -1,11 +1,12 @@
 """The breakdown as a table (stdout), a JSON document and a stacked bar chart (PNG)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sf.profiling.attribution import LAYERS, RowTimes
 from sf.profiling.calibration import EventCosts
+from sf.profiling.capture import LoopClock
 
 LAYER_TITLES = {"simulator": "simulator", "python": "Python", "backend": "backend", "cuda_api": "CUDA API",
                 "gpu": "GPU kernels"}
@@ -29,16 +30,30 @@ class Breakdown:
     baseline_env_frames: int | None
     kernel_busy_s: float
     nvml_busy_s: float | None
-    window_cpu_s: float | None = None  # the profiled run's event loop, main-thread CPU seconds
-    baseline_cpu_s: float | None = None  # the same for the uninstrumented run
+    window_clock: LoopClock | None = None  # the profiled run's event loop: main-thread CPU and core-wait seconds
+    baseline_clock: LoopClock | None = None  # the same for the uninstrumented run
     events: dict[str, int] = field(default_factory=dict)
 
     @property
     def corrected_cpu_deviation(self) -> float | None:
-        """The overhead check in CPU time, which a loaded machine disturbs much less than wall time."""
-        if not self.baseline_cpu_s or self.window_cpu_s is None:
+        """The overhead check in CPU time, blind to off-CPU time (sleeps, I/O) and to a busy machine's core waits."""
+        if self.baseline_clock is None or self.window_clock is None or not self.baseline_clock.cpu_s:
             return None
-        return (self.window_cpu_s - self.overhead_s) / self.baseline_cpu_s - 1.0
+        return (self.window_clock.cpu_s - self.overhead_s) / self.baseline_clock.cpu_s - 1.0
+
+    @property
+    def unloaded_s(self) -> tuple[float, float] | None:
+        """(corrected, uninstrumented) wall seconds less the time the main thread waited for a core: the overhead
+        check as on a machine nobody else was using (the same as wall time when nobody was)."""
+        clocks = (self.window_clock, self.baseline_clock)
+        if self.baseline_s is None or any(c is None or c.core_wait_s is None for c in clocks):
+            return None
+        return (self.corrected_s - self.window_clock.core_wait_s, self.baseline_s - self.baseline_clock.core_wait_s)
+
+    @property
+    def corrected_unloaded_deviation(self) -> float | None:
+        pair = self.unloaded_s
+        return None if pair is None or pair[1] <= 0 else pair[0] / pair[1] - 1.0
 
     @property
     def corrected_s(self) -> float:
@@ -68,8 +83,10 @@ class Breakdown:
             "uninstrumented_s": self.baseline_s,
             "corrected_vs_uninstrumented": self.deviation(self.corrected_s),
             "columns_vs_uninstrumented": self.deviation(self.columns_s),
-            "window_cpu_s": self.window_cpu_s, "uninstrumented_cpu_s": self.baseline_cpu_s,
+            "window_clock": self.window_clock and asdict(self.window_clock),
+            "uninstrumented_clock": self.baseline_clock and asdict(self.baseline_clock),
             "corrected_cpu_vs_uninstrumented": self.corrected_cpu_deviation,
+            "corrected_vs_uninstrumented_less_core_wait": self.corrected_unloaded_deviation,
             "env_frames": self.env_frames, "uninstrumented_env_frames": self.baseline_env_frames,
             "kernel_busy_s": self.kernel_busy_s, "nvml_busy_s": self.nvml_busy_s,
             "layers": list(LAYERS),
@@ -114,9 +131,14 @@ def table(result: Breakdown) -> str:
         lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s ({result.baseline_env_frames:,} frames; "
                      f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
                      f"columns sum {_pct(result.deviation(result.columns_s))}")
-        lines.append(f"main-thread CPU: uninstrumented {result.baseline_cpu_s:.3f} s, instrumented "
-                     f"{result.window_cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)} "
-                     f"(wall {result.baseline_s:.3f} s: the CPU share of wall shows how busy the machine was)")
+        if result.unloaded_s is not None:
+            corrected, baseline = result.unloaded_s
+            lines.append(f"less the time the main thread waited for a core (a busy machine's share): uninstrumented "
+                         f"{baseline:.3f} s, corrected {corrected:.3f} s: "
+                         f"{_pct(result.corrected_unloaded_deviation)}")
+        if result.corrected_cpu_deviation is not None:
+            lines.append(f"main-thread CPU: uninstrumented {result.baseline_clock.cpu_s:.3f} s, instrumented "
+                         f"{result.window_clock.cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)}")
     if result.excess_s > 0.01 * result.window_s:
         lines.append(f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "
                      "(the calibration overestimates this workload's per-event cost)")

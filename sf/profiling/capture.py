@@ -114,27 +114,52 @@ def envs_in_sim_ranges() -> Iterator[None]:
         rollout_worker.create_env = original
 
 
+@dataclass
+class LoopClock:
+    """The main thread's clocks over one event-loop run: CPU seconds, and seconds it was runnable but waiting for a
+    core (the kernel's run delay; None off Linux). Wall time less the core wait is what the loop would have taken
+    on a machine nobody else was using; on a quiet machine the two are the same."""
+
+    cpu_s: float
+    core_wait_s: float | None
+
+
+def _core_wait_s() -> float | None:
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @contextmanager
-def event_loop_cpu(record: list[float]) -> Iterator[list[float]]:
-    """Appends the main thread's CPU seconds of each event-loop run inside this block: the same interval as the
-    main loop's wall time, but blind to the time a busy machine keeps the thread off the CPU. Costs nothing per
-    event (it wraps the loop once), so it also measures the uninstrumented run."""
+def event_loop_clocks(record: list[LoopClock]) -> Iterator[list[LoopClock]]:
+    """Appends the main thread's `LoopClock` of each event-loop run inside this block: the same interval as the main
+    loop's wall time. Costs nothing per event (it wraps the loop once), so it also measures the uninstrumented run."""
     from sf.runtime.event_loop import EventLoop
 
     original = EventLoop.run
 
     def run(self):
-        start = time.thread_time()
+        cpu, wait = time.thread_time(), _core_wait_s()
         try:
             return original(self)
         finally:
-            record.append(time.thread_time() - start)
+            end_wait = _core_wait_s()
+            record.append(LoopClock(time.thread_time() - cpu,
+                                    None if wait is None or end_wait is None else end_wait - wait))
 
     EventLoop.run = run
     try:
         yield record
     finally:
         EventLoop.run = original
+
+
+def total_clock(clocks: list[LoopClock]) -> LoopClock:
+    """The clocks of several event-loop runs added up (a core wait unknown in one is unknown in the sum)."""
+    waits = [c.core_wait_s for c in clocks]
+    return LoopClock(sum(c.cpu_s for c in clocks), None if None in waits else sum(waits))
 
 
 @dataclass
@@ -144,13 +169,13 @@ class Capture:
     profiler: Any = None
     range_names: set[str] | None = None
     nvml: Any = None
-    loop_cpu_s: list[float] = field(default_factory=list)
+    loop_clocks: list[LoopClock] = field(default_factory=list)
 
     @contextmanager
     def around_training(self) -> Iterator[None]:
         self.profiler = torch.profiler.profile(activities=profiler_activities())
         ranges = ScopeRanges(self._start, self._stop)
-        with ranges.installed(), envs_in_sim_ranges(), event_loop_cpu(self.loop_cpu_s):
+        with ranges.installed(), envs_in_sim_ranges(), event_loop_clocks(self.loop_clocks):
             yield
         self.range_names = set(ranges.names.values())
 

@@ -8,9 +8,18 @@ the blocks is the run's noise; the two runs' noises combine as sqrt(a^2 + b^2). 
 frame, because the frame counter moves in whole learner batches. The spread of block means is deliberately not
 divided by sqrt(5) (the standard error of the run's mean): on a shared machine load drifts over minutes, and two
 runs of the same command differ by about as much as two fifths of one run do.
-A key is marked when its change exceeds
-`Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE` of its component's lifetime in either run. Waits are listed but not marked: a
-wait per frame moves whenever anything else does, so marking it would only repeat the cause.
+
+The blocks see the noise inside a run, not a machine that was busier during one run than during the other (load
+on a shared machine drifts over minutes). That part is read from each process's scheduler clocks: over the steady
+window it ran `cpu` seconds and was runnable but waiting for a core `delay` seconds, so its work took about
+`s = 1 + delay / cpu` times as long as on a free core. A move of `s` from `a` to `b` between the runs explains a
+change of `max(a / b, b / a) - 1` in any of that process's keys, and that joins their noise (for the FPS, `s` of
+all the run's processes together). Two runs that met the same machine add nothing; a synthetic change (a copy of a
+run with one scope scaled) adds nothing either.
+
+A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
+of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
+else does, so marking it would only repeat the cause.
 """
 from __future__ import annotations
 
@@ -88,6 +97,28 @@ class _Measure:
     value: float
     spread: float | None
     share: float  # of the component's lifetime, for the relevance filter
+    slowdown: float | None = None  # how much longer its process's work took for waiting on cores (1 = a free machine)
+
+
+def core_wait_slowdown(cpu_s: float | None, run_delay_s: float | None) -> float | None:
+    """1 + seconds runnable but waiting for a core per CPU second: how much longer the CPU work took than on a free
+    core. None without scheduler clocks."""
+    if cpu_s is None or run_delay_s is None or cpu_s <= 0:
+        return None
+    return 1.0 + max(0.0, run_delay_s) / cpu_s
+
+
+def run_slowdown(experiment: Experiment) -> float | None:
+    """`core_wait_slowdown` of all the run's processes together (its own processes included, so two runs of one
+    command on a free machine read the same): how oversubscribed the machine was while the run ran."""
+    clocks = {c.pid: (c.cpu_s, c.run_delay_s) for c in experiment.components
+              if c.cpu_s is not None and c.run_delay_s is not None}
+    return core_wait_slowdown(sum(cpu for cpu, _ in clocks.values()), sum(delay for _, delay in clocks.values()))
+
+
+def load_change(a: float | None, b: float | None) -> float:
+    """The relative change, either way, that a move of the slowdown from `a` to `b` alone explains."""
+    return 0.0 if a is None or b is None else max(a / b, b / a) - 1.0
 
 
 def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
@@ -103,17 +134,19 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
             continue
         flat = _flat(c.tree)
         lifetime = c.lifetime_s or 1e-12
+        slowdown = core_wait_slowdown(c.cpu_s, c.run_delay_s)
         flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
             rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
             out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
-                                                           seconds / lifetime)
+                                                           seconds / lifetime, slowdown)
         if c.cpu_s is not None:
             cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
                          if a.cpu_s is not None and b.cpu_s is not None]
-            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0)
+            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0,
+                                                             slowdown)
     fps_series = _fps_series(experiment)
-    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0)
+    out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0, run_slowdown(experiment))
     profile = json.loads((experiment.path / "profile.json").read_text())
     for name, entry in profile.items():
         for field, value in (entry.get("resources") or {}).items():
@@ -150,7 +183,8 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
             continue
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
-        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2)
+        load = load_change(a.slowdown, b.slowdown)
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
         rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
