@@ -68,10 +68,17 @@ def run_rl(cfg) -> int:
 
             apply_process_settings(cfg, "serial", 0)
             summary = run_serial(cfg, experiment, env_info, device, stop)
+        elif cfg.backend == "ray":
+            from sf.distributed.backend import run_ray
+
+            summary = run_ray(cfg, experiment, env_info, device, stop)
         else:
             from sf.runtime.runner_parallel import run_parallel
 
             summary = run_parallel(cfg, experiment, env_info, device, stop)
+    except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
+        print(error_line(err), file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception:
         log.error("run failed:\n%s", traceback.format_exc())
         return 1

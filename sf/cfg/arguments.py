@@ -136,6 +136,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _model_flags(_Group(parser, "model"))
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
+    _cluster_flags(_Group(parser, "cluster (Ray)"))
     _wandb_flags(_Group(parser, "Weights & Biases"))
     _profiling_flags(_Group(parser, "profiling"))
     if evaluation:
@@ -307,6 +308,23 @@ def _run_flags(g: _Group) -> None:
     g.integer("heartbeat_reporting_interval", 180, _only("heartbeat_reporting_interval"))
 
 
+def _cluster_flags(g: _Group) -> None:
+    """docs/distributed.md."""
+    g.choice("backend", ("local", "ray"), "local", "local: every component on this machine; ray: rollout and "
+             "inference workers spread over a Ray cluster, one agent per node, learner and runner here "
+             "(pip install 'sf[ray]')")
+    g.text("ray_address", "auto", "with --backend=ray: the cluster to join (auto: the one started with `ray start` "
+           "on this machine; host:port: that head node; local: start a one-machine cluster for this run)")
+    g.integer("ray_workers_per_node", 0, "with --backend=ray: rollout workers per node when spreading them "
+              "(0: as evenly as possible over every node, this one first)")
+    g.str_list("ray_worker_groups", [], "with --backend=ray: RESOURCE:COUNT pairs; COUNT rollout workers run on a "
+               "node that offers the custom resource RESOURCE (ray start --resources), before the rest is spread")
+    g.integer("ray_max_restarts", 0, "with --backend=ray and --async_rl=True: times a lost node's agent is started "
+              "again (with the current weights) before the run ends with an error")
+    g.integer("ray_transfers_in_flight", 2, "with --backend=ray: chunks of trajectories a node may have sent and "
+              "not yet seen acknowledged; a node with that many waits (backpressure)")
+
+
 def _wandb_flags(g: _Group) -> None:
     g.boolean("with_wandb", False, "also log every TensorBoard scalar and the config to Weights & Biases "
               "(pip install sf[wandb]; WANDB_MODE=offline keeps the run in <train_dir>/<experiment>/wandb/)")
@@ -384,6 +402,8 @@ def _check_packages(cfg: argparse.Namespace) -> None:
 
     if getattr(cfg, "with_wandb", False) and importlib.util.find_spec("wandb") is None:
         raise ConfigError("--with_wandb=True needs the wandb package: pip install 'sf[wandb]'", flag="--with_wandb")
+    if getattr(cfg, "backend", "local") == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError("--backend=ray needs the ray package: pip install 'sf[ray]'", flag="--backend")
 
 
 def default_cfg(**overrides: Any) -> argparse.Namespace:

@@ -52,6 +52,9 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("save_every_sec", lambda v: v >= 1, ">= 1"),
     ("stop_timeout_sec", lambda v: v >= 1, ">= 1"),
     ("decorrelate_experience_max_seconds", lambda v: v >= 0, ">= 0"),
+    ("ray_workers_per_node", lambda v: v >= 0, ">= 0 (0: spread evenly)"),
+    ("ray_max_restarts", lambda v: v >= 0, ">= 0"),
+    ("ray_transfers_in_flight", lambda v: v >= 1, ">= 1"),
 ]
 
 _LAYER_SIZES = ("encoder_mlp_layers", "encoder_conv_mlp_layers", "decoder_mlp_layers")
@@ -85,6 +88,21 @@ def validate_cfg(cfg: Namespace) -> None:
                           f"got {cfg.lr_adaptive_max}", flag="--lr_adaptive_max")
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    _check_cluster(cfg)
+
+
+def _check_cluster(cfg: Namespace) -> None:
+    from sf.distributed.placement import parse_worker_groups
+
+    if cfg.backend == "ray" and cfg.serial_mode:
+        raise ConfigError("--backend=ray: runs the parallel placement; drop --serial_mode=True", flag="--backend")
+    if cfg.ray_max_restarts > 0 and not cfg.async_rl:
+        raise ConfigError("--ray_max_restarts: needs --async_rl=True (a synchronous round cannot lose a node's "
+                          "share of the batch)", flag="--ray_max_restarts")
+    groups = parse_worker_groups(cfg.ray_worker_groups)
+    if sum(count for _, count in groups) > cfg.num_workers:
+        raise ConfigError(f"--ray_worker_groups: asks for {sum(count for _, count in groups)} rollout workers, "
+                          f"more than --num_workers={cfg.num_workers}", flag="--ray_worker_groups")
 
 
 def _check_paths(cfg: Namespace) -> None:

@@ -24,6 +24,7 @@ class BufferLayout:
     obs_spec: dict
     action_spec: ActionSpec
     rnn_state_size: int
+    first_worker: int = 0  # a node of a cluster holds the slots of its own workers only, from this one on
 
     @property
     def slots_per_worker(self) -> int:
@@ -39,7 +40,10 @@ class BufferLayout:
         return self.action_spec.num_logits + self.action_spec.continuous_dim
 
     def worker_of_slot(self, slot: int) -> int:
-        return slot // self.slots_per_worker
+        return self.first_worker + slot // self.slots_per_worker
+
+    def first_slot(self, worker: int) -> int:
+        return (worker - self.first_worker) * self.slots_per_worker
 
 
 def trajectories_per_batch(cfg) -> int:

@@ -34,10 +34,19 @@ class SharedPolicyStore:
         return int(self.version_t[0])
 
     def publish(self, model: nn.Module, version: int) -> None:
+        self.publish_state(model.state_dict(), version)
+
+    def publish_state(self, state: dict, version: int) -> None:
+        """Weights as a state dict of tensors or numpy arrays (a node of a cluster receives them so)."""
         with torch.no_grad(), self.lock:
-            for key, value in model.state_dict().items():
-                self.params[key].copy_(value)
+            for key, value in state.items():
+                self.params[key].copy_(torch.as_tensor(value))
             self.version_t[0] = version
+
+    def state(self) -> tuple[int, dict]:
+        """(version, a copy of the published weights), read under the lock."""
+        with self.lock:
+            return int(self.version_t[0]), {key: value.clone() for key, value in self.params.items()}
 
     def maybe_load(self, model: nn.Module, current: int) -> int:
         """Load the published weights if they are newer than `current`; return the version now held."""

@@ -36,7 +36,7 @@ class RolloutWorker(Component):
     def on_start(self) -> None:
         cfg, n = self.cfg, self.num_envs
         layout = self.buffers.layout
-        first_slot = self.idx * layout.slots_per_worker
+        first_slot = layout.first_slot(self.idx)
         self.free = deque(range(first_slot, first_slot + layout.slots_per_worker))
         self.envs: list[EnvAdapter] = []
         self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)

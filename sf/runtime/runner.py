@@ -56,6 +56,10 @@ class Runner(Component):
         self.lags = {p: {} for p in range(n)}  # policy lag -> steps
         self.recent_ages = {p: {} for p in range(n)}  # the same since the last report
         self.recent_lags = {p: {} for p in range(n)}
+        self.nodes: dict[str, dict] = {}  # component -> {host, ray_node_id}, with --backend=ray
+        self.node_stats: dict[str, dict] = {}  # node agent -> what it sent and received
+        self.node_restarts = 0
+        self.frames_lost = 0
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "staleness": self._on_staleness,
@@ -63,6 +67,8 @@ class Runner(Component):
             "timing": self._on_timing,
             "profile": self.on_profile,
             "error": self._on_error,
+            "node_stats": self._on_node_stats,
+            "node_restarted": self._on_node_restarted,
         }
 
     def on_start(self) -> None:
@@ -125,6 +131,10 @@ class Runner(Component):
         can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
         """
         entry = {"name": name, "pid": pid, "tree": tree}
+        if name in self.nodes:
+            entry["node"] = self.nodes[name]
+        if name in self.node_stats:
+            entry["transfer"] = self.node_stats[name]
         if res is not None:
             entry["resources"] = res
         if activity is not None:
@@ -156,6 +166,17 @@ class Runner(Component):
                 scalars[f"timing/{tag}/cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
             self.cpu_marks[name] = (wall, cpu)
         self.experiment.write_scalars(0, self.total_frames(), scalars)
+
+    def _on_node_stats(self, name: str, stats: dict) -> None:
+        self.node_stats[name] = stats
+        if name in self.profiles:
+            self.profiles[name]["transfer"] = stats
+
+    def _on_node_restarted(self, name: str, node: str, cause: str, frames_lost: int, restarts_left: int) -> None:
+        self.node_restarts += 1
+        self.frames_lost += frames_lost
+        log.warning("%s on node %s is started again (%d restart(s) left): %s; %d frames lost", name, node,
+                    restarts_left, cause, frames_lost)
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
@@ -254,6 +275,7 @@ class Runner(Component):
             "max_policy_lag": dict(self.max_lag),
             "trajectory_age_s": {"p50": staleness.age_quantile(all_ages, 0.5), "p95": staleness.age_quantile(all_ages, 0.95)},
             "policy_lag_hist": staleness.lag_histogram(all_lags),
+            **({"node_restarts": self.node_restarts, "frames_lost": self.frames_lost} if self.cfg.backend == "ray" else {}),
             "status": self.stop_status or "error",
             "error": self.error,
         }

@@ -50,7 +50,9 @@ WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local) -> dict:
+def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local, cluster=None) -> dict:
+    """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
+    other nodes, under links that the runner watches and stops like its own processes."""
     ctx = mp.get_context("spawn")
     stop_event = ctx.Event()
     model = build_model(cfg, env_info, "cpu")
@@ -62,16 +64,24 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     for p in range(cfg.num_policies):
         queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
         queues[learner_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
-    for w in range(cfg.num_workers):
+    local_workers = tuple(range(cfg.num_workers)) if cluster is None else cluster.local_workers
+    for w in local_workers:
         queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
+    if cluster is not None:
+        queues.update(cluster.routes())
 
     specs = [("learner", p, None) for p in range(cfg.num_policies)]
-    specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
-    specs += [("rollout", w, None) for w in range(cfg.num_workers)]
+    if local_workers:
+        specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
+    specs += [("rollout", w, None) for w in local_workers]
     shared = dict(cfg=cfg, env_info=env_info, buffers=buffers, stores=stores, queues=queues, stop_event=stop_event,
                   device=device, experiment_dir=str(experiment.dir), envs=registry_snapshot())
 
     runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
+    expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
+    if cluster is not None:
+        runner.nodes.update({name: cluster.driver.to_dict() for name in expected | {RUNNER}})
+        expected |= cluster.component_names()
     loop = EventLoop(inbox=queues[RUNNER], routes=_routes(cfg, queues), stop_event=stop_event)
     loop.add(runner)
     if cfg.profiling_timeline:
@@ -104,6 +114,9 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                     processes[label] = start_component_process(ctx, kind, a, b, shared)
                     log.info("started %s pid=%d", label, processes[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            if cluster is not None:
+                processes.update(cluster.start_links(shared, str(experiment.dir), runner.nodes,
+                                                     partial(_grace, cfg, runner)))
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
@@ -113,11 +126,10 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             loop.measure()
             with runner.timing.add_time("wait_shutdown"):
                 crashed = runner.stop_status == "error"
-                grace = min(CRASH_GRACE_S, cfg.stop_timeout_sec) if crashed else cfg.stop_timeout_sec
+                grace = _grace(cfg, runner)
                 log.info("stopping (%s%s): waiting up to %.0f s for every component to finish and save",
                          runner.stop_status or "interrupted", f": {runner.error}" if runner.error else "", grace)
-                reported = _collect_profiles(runner, queues[RUNNER], processes, _expected_components(cfg),
-                                             time.monotonic() + grace)
+                reported = _collect_profiles(runner, queues[RUNNER], processes, expected, time.monotonic() + grace)
                 if profile is not None:
                     profile.end()
                 _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
@@ -129,16 +141,13 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     return runner.finish()
 
 
+def _grace(cfg, runner: Runner) -> float:
+    """Seconds the components get to stop: --stop_timeout_sec, or CRASH_GRACE_S after a failure."""
+    return min(CRASH_GRACE_S, cfg.stop_timeout_sec) if runner.stop_status == "error" else cfg.stop_timeout_sec
+
+
 def _process_label(kind: str, a: int, b: int | None) -> str:
     return {"learner": learner_name(a), "rollout": rollout_worker_name(a)}.get(kind) or inference_worker_name(a, b)
-
-
-def _expected_components(cfg) -> set[str]:
-    names = {rollout_worker_name(w) for w in range(cfg.num_workers)}
-    for p in range(cfg.num_policies):
-        names |= {learner_name(p), batcher_name(p)}
-        names |= {inference_worker_name(p, i) for i in range(cfg.policy_workers_per_policy)}
-    return names
 
 
 def _routes(cfg, queues: dict) -> dict:
@@ -260,7 +269,8 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
         except faster_fifo.Empty:
             continue
         for _, kind, *payload in map(timeline.unwrap, msgs):
-            if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness"):
+            if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness", "node_stats",
+                        "node_restarted"):
                 try:
                     handlers[kind](*payload)
                 except StopLoop:

@@ -1,0 +1,1 @@
+"""The Ray backend (`--backend=ray`): one agent per node owning that node's processes (docs/distributed.md)."""

@@ -1,0 +1,297 @@
+"""The node agent: a Ray actor that owns one node's rollout and inference processes.
+
+It starts them exactly as the parallel placement does on one machine (same process code, faster-fifo queues,
+trajectory buffers in this node's shared memory), so a policy request never leaves the node. What the agent
+adds is the way out and in: finished trajectories are copied out of the buffers into chunks put in the node's
+object store, at most `--ray_transfers_in_flight` of them unacknowledged (their slots go back to the rollout
+workers when the driver acknowledges them); weights the driver hands over are written into the node's policy
+stores, where the inference workers pick them up; messages for the runner (episodes, trees, errors) are passed
+on with the next reply.
+
+One thread (`_forward`) does all of this and keeps the agent's Timing tree; the actor's methods, called by the
+driver, only exchange lists with it under a condition variable.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any
+
+import faster_fifo
+import numpy as np
+import ray
+
+from sf.distributed.cluster import NodeInfo, this_node
+from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack, put
+from sf.envs.registry import restore_registry
+from sf.profiling import resources, timeline
+from sf.profiling.activity import activity_of
+from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
+from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name, rollout_worker_name
+from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.setup import EnvInfo, build_model
+from sf.utils.timing import Timing
+
+log = logging.getLogger("sf")
+
+TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
+WATCH_S = 0.1
+EXIT_WAIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    workers: tuple[int, ...]  # rollout workers
+    inference_workers: tuple[int, ...]  # indices of this node's inference workers of each policy
+    cfg: Any
+    env_info: EnvInfo
+    envs: dict  # the env registry, portable (sf.distributed.transfer.portable_registry)
+    experiment_dir: str
+
+
+class NodeAgent:
+    def __init__(self, spec: AgentSpec):
+        self.spec = spec
+        self.cond = threading.Condition()
+        self.acks: list[int] = []
+        self.inbound: list[tuple] = []
+        self.wanted: dict[int, WeightsUpdate] = {}
+        self.ready: list[ChunkRef] = []
+        self.control: list[tuple] = []
+        self.versions: dict[int, int] = {}
+        self.finished = 0
+        self.done = False
+        self.stop_deadline: float | None = None
+        self.timing = Timing(spec.name)
+        self.stats = {"bytes_sent": 0, "chunks_sent": 0, "trajectories_sent": 0, "frames_sent": 0,
+                      "weight_updates": 0, "weight_bytes_received": 0}
+
+    # called by the driver ---------------------------------------------------------------------------------
+    def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int]]:
+        """Create this node's buffers, stores and queues, start its processes; return the node and their pids."""
+        from sf.runtime.runner_parallel import QUEUE_BYTES, STOP_SIGNALS, start_component_process
+        from sf.utils.logging import setup_logging
+        from sf.cfg.arguments import resolve_device
+
+        spec, cfg = self.spec, self.spec.cfg
+        setup_logging(cfg.log_level)
+        restore_registry(spec.envs)
+        self.started_at = time.monotonic()
+        ctx = mp.get_context("spawn")
+        self.stop_event = ctx.Event()
+        env_info = spec.env_info
+        rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
+        layout = replace(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_size),
+                         num_workers=len(spec.workers), first_worker=spec.workers[0])
+        self.buffers = TrajectoryBuffers(layout, shared=True)
+        self.stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock())
+                       for p in range(cfg.num_policies)]
+        for update in weights:
+            self._apply(update)
+        self.inbox = faster_fifo.Queue(QUEUE_BYTES)
+        self.queues = {RUNNER: self.inbox}
+        for p in range(cfg.num_policies):
+            self.queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
+            self.queues[learner_name(p)] = self.inbox  # the batcher's address: trajectories come to the agent
+        for w in spec.workers:
+            self.queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
+        self.policy_of = {batcher_name(p): p for p in range(cfg.num_policies)}
+        shared = dict(cfg=cfg, env_info=env_info, buffers=self.buffers, stores=self.stores, queues=self.queues,
+                      stop_event=self.stop_event, device=resolve_device(cfg), experiment_dir=spec.experiment_dir,
+                      envs=spec.envs)
+        adopt_orphans()
+        self.keep = child_pids()
+        self.processes: dict[str, mp.Process] = {}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for p in range(cfg.num_policies):
+                for i in spec.inference_workers:
+                    self.processes[inference_worker_name(p, i)] = start_component_process(ctx, "inference", p, i, shared)
+            for w in spec.workers:
+                self.processes[rollout_worker_name(w)] = start_component_process(ctx, "rollout", w, None, shared)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        self.thread = threading.Thread(target=self._forward, name=spec.name, daemon=True)
+        self.thread.start()
+        pids = {label: proc.pid for label, proc in self.processes.items()}
+        pids[spec.name] = os.getpid()
+        return this_node(), pids
+
+    def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
+        """Hand over what is ready (waiting up to TAKE_WAIT_S for something); take acknowledgements, messages for
+        this node's workers and newer weights."""
+        with self.cond:
+            self.acks += acks
+            self.inbound += inbound
+            self.wanted.update({update.policy_id: update for update in weights})
+            self.cond.wait_for(lambda: self.ready or self.control or self.done, timeout=TAKE_WAIT_S)
+            reply = Reply(self.ready, self.control, dict(self.versions), self.finished, self.done)
+            self.ready, self.control = [], []
+        return reply
+
+    def stop(self, grace_s: float) -> None:
+        """Stop this node's processes: they get `grace_s` to send their final trees, then are killed."""
+        with self.cond:
+            if self.stop_deadline is None:
+                self.stop_deadline = time.monotonic() + grace_s
+        self.stop_event.set()
+
+    # the forwarding thread --------------------------------------------------------------------------------
+    def _forward(self) -> None:
+        try:
+            self._forward_until_stopped()
+        except Exception:
+            self._post((RUNNER, "error", self.spec.name, traceback.format_exc()))
+            with self.cond:
+                self.stop_deadline = self.stop_deadline or time.monotonic() + EXIT_WAIT_S
+            self.stop_event.set()
+        self._end()
+
+    def _forward_until_stopped(self) -> None:
+        cfg = self.spec.cfg
+        self.pending: dict[int, list[int]] = defaultdict(list)
+        self.unacked: dict[int, list[int]] = {}
+        self.deferred: list[tuple] = []
+        self.exited: set[str] = set()
+        self.seq = 0
+        chunk_cap = max(1, trajectories_per_batch(cfg))
+        timers = [[time.monotonic(), WATCH_S, self._watch],
+                  [time.monotonic() + cfg.experiment_summaries_interval, cfg.experiment_summaries_interval,
+                   lambda: self._share_tree("timing")]]
+        while not self._stopped():
+            self._take_requests()
+            waiting = any(self.pending.values())
+            if waiting and len(self.unacked) < cfg.ray_transfers_in_flight:
+                self._ship(chunk_cap)
+                continue
+            with self.timing.add_time("wait_transfer" if waiting else "wait_trajectories"):
+                try:
+                    msgs = self.inbox.get_many(block=True, timeout=0.01 if waiting else 0.05)
+                except faster_fifo.Empty:
+                    msgs = ()
+            for msg in msgs:
+                self._on_message(timeline.unwrap(msg))
+            now = time.monotonic()
+            for timer in timers:
+                if now >= timer[0]:
+                    timer[0] = now + timer[1]
+                    timer[2]()
+
+    def _stopped(self) -> bool:
+        if self.stop_deadline is None:
+            return False
+        ended = all(proc.exitcode is not None for proc in self.processes.values())
+        return (ended and self.inbox.empty()) or time.monotonic() > self.stop_deadline
+
+    def _take_requests(self) -> None:
+        with self.cond:
+            acks, self.acks = self.acks, []
+            inbound, self.inbound = self.inbound, []
+            wanted, self.wanted = self.wanted, {}
+        for update in wanted.values():
+            self._apply(update)
+        with self.timing.add_time("release_slots"):
+            for seq in acks:
+                by_worker: dict[int, list[int]] = defaultdict(list)
+                for slot in self.unacked.pop(seq, ()):
+                    by_worker[self.buffers.layout.worker_of_slot(slot)].append(slot)
+                for worker, slots in by_worker.items():
+                    self.queues[rollout_worker_name(worker)].put((rollout_worker_name(worker), "release", slots))
+        messages, self.deferred = self.deferred + inbound, []
+        for msg in messages:
+            # a worker told of a new version before this node holds its weights would collect with the old ones
+            if msg[1] == "policy_version" and self.versions.get(msg[2], -1) < msg[3]:
+                self.deferred.append(msg)
+            else:
+                self.queues[msg[0]].put(msg)
+
+    def _apply(self, update: WeightsUpdate) -> None:
+        with self.timing.add_time("update_weights"):
+            state = {key: np.array(value) for key, value in ray.get(update.data[0]).items()}
+            self.stores[update.policy_id].publish_state(state, update.version)
+        with self.cond:
+            self.versions[update.policy_id] = update.version
+        self.stats["weight_updates"] += 1
+        self.stats["weight_bytes_received"] += nbytes(state)
+
+    def _ship(self, cap: int) -> None:
+        """One chunk per policy with trajectories waiting: copy them out, put them in the object store."""
+        frames_per_traj = self.spec.cfg.rollout * self.spec.env_info.frameskip
+        for policy_id, slots in self.pending.items():
+            if not slots:
+                continue
+            chosen, self.pending[policy_id] = slots[:cap], slots[cap:]
+            with self.timing.add_time("gather"):
+                tensors = pack(self.buffers, chosen)
+            with self.timing.add_time("put"):
+                data = put(tensors)
+            self.seq += 1
+            self.unacked[self.seq] = chosen
+            size = nbytes(tensors)
+            with self.cond:
+                self.ready.append(ChunkRef(self.seq, policy_id, len(chosen), size, data))
+                self.cond.notify_all()
+            self.stats["bytes_sent"] += size
+            self.stats["chunks_sent"] += 1
+            self.stats["trajectories_sent"] += len(chosen)
+            self.stats["frames_sent"] += len(chosen) * frames_per_traj
+
+    def _on_message(self, msg: tuple) -> None:
+        if msg[1] == "trajectories":
+            self.pending[self.policy_of[msg[0]]].extend(msg[2])
+            with self.cond:
+                self.finished += len(msg[2])
+        else:
+            self._post(msg)
+
+    def _post(self, msg: tuple) -> None:
+        with self.cond:
+            self.control.append(msg)
+            self.cond.notify_all()
+
+    def _watch(self) -> None:
+        """A process that exits before the stop is a failure of this node."""
+        for label, proc in self.processes.items():
+            if proc.exitcode is not None and label not in self.exited:
+                self.exited.add(label)
+                if self.stop_deadline is None:
+                    self._post((RUNNER, "error", label, f"exited with code {proc.exitcode}"))
+
+    def _share_tree(self, kind: str) -> None:
+        tree = self.timing.to_dict()
+        lifetime = time.monotonic() - self.started_at
+        self._post((RUNNER, kind, self.spec.name, os.getpid(), tree, resources.snapshot().to_dict(),
+                    activity_of(tree, lifetime).to_dict()))
+        self._post((RUNNER, "node_stats", self.spec.name, dict(self.stats)))
+
+    def _end(self) -> None:
+        """Kill what did not stop in time, pass on the last messages and the agent's own final tree."""
+        for label, proc in self.processes.items():
+            if proc.exitcode is None:
+                log.warning("%s did not stop in time: killing it", label)
+                proc.kill()
+        deadline = time.monotonic() + EXIT_WAIT_S
+        for proc in self.processes.values():
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        end_orphans(self.keep)
+        adopt_orphans(False)
+        try:
+            for msg in self.inbox.get_many(block=False):
+                msg = timeline.unwrap(msg)
+                if msg[1] != "trajectories":
+                    self._post(msg)
+        except faster_fifo.Empty:
+            pass
+        self._share_tree("profile")
+        with self.cond:
+            self.done = True
+            self.cond.notify_all()

@@ -1,0 +1,223 @@
+"""The driver's side of one node agent: a thread of the runner's process.
+
+It calls the agent's `take` in a loop: each call carries acknowledgements of the chunks received, the messages
+the learner sent the node's rollout workers (new policy versions in synchronous mode) and newer weights when the
+node has applied the previous ones; each reply carries new chunks and messages for the runner. A chunk is written
+into free slots of the driver's buffers that belong to the node's workers and handed to the batcher like a local
+worker's trajectories; when the batcher releases those slots they come back here, not to the node, whose own
+slots were freed as soon as the chunk was acknowledged.
+
+To the runner a link looks like one more component process (`exitcode`, `kill`, `join`, `is_alive`), so the
+parallel placement watches and stops it with the same code as its own processes.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import faster_fifo
+import ray
+from ray.exceptions import GetTimeoutError, RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from sf.distributed.agent import AgentSpec, NodeAgent
+from sf.distributed.cluster import NodeInfo
+from sf.distributed.placement import WorkerGroup
+from sf.distributed.transfer import Reply, unpack
+from sf.distributed.weights import WeightsPublisher
+from sf.profiling import timeline
+from sf.runtime.buffers import TrajectoryBuffers
+from sf.runtime.names import RUNNER, batcher_name, learner_name
+
+log = logging.getLogger("sf")
+
+START_TIMEOUT_S = 180.0  # placing the agent and spawning its processes on a busy node
+TAKE_TIMEOUT_S = 60.0  # a reply takes TAKE_WAIT_S unless the agent is stuck
+REPORT_WAIT_S = 5.0
+STOP_MARGIN_S = 1.0  # after reporting a failure: how long the link waits for the runner to begin the stop
+
+
+@dataclass
+class LinkContext:
+    """What every link of a run shares: the driver's buffers, queues and weights, the run's stop event."""
+
+    cfg: Any
+    buffers: TrajectoryBuffers
+    queues: dict
+    publisher: WeightsPublisher
+    stop_event: Any
+    nodes: dict  # component name -> node (profile.json's `node`), filled in as agents start
+    grace_s: Callable[[], float]  # seconds the run gives its components to stop, asked at the stop
+
+
+class NodeLink:
+    def __init__(self, group: WorkerGroup, spec: AgentSpec, inbox: faster_fifo.Queue, ctx: LinkContext):
+        self.group = group
+        self.spec = spec
+        self.name = group.name
+        self.inbox = inbox
+        self.ctx = ctx
+        layout = ctx.buffers.layout
+        self.free = deque(s for w in group.workers for s in range(layout.first_slot(w), layout.first_slot(w + 1)))
+        self.frames_per_traj = ctx.cfg.rollout * spec.env_info.frameskip
+        self.restarts_left = ctx.cfg.ray_max_restarts
+        self.actor = None
+        self.node: NodeInfo | None = None
+        self.pid = 0
+        self.exitcode: int | None = None
+        self.stopping = False
+        self.outbound: list[tuple] = []
+        self.fetch_s = 0.0
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    # the process-like face ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.thread.start()
+
+    def kill(self) -> None:
+        if self.actor is not None:
+            ray.kill(self.actor, no_restart=True)
+
+    def join(self, timeout: float | None = None) -> None:
+        self.thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    # the loop ------------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        runner_q = self.ctx.queues[RUNNER]
+        code = 0
+        try:
+            self._start_agent()
+            while not self._exchange():
+                pass
+        except Exception as exc:
+            code = 1
+            if not self.stopping:
+                where = f" on node {self.node.label}" if self.node else ""
+                runner_q.put((RUNNER, "error", f"{self.name}{where}", _describe(exc)), timeout=5.0)
+                self.ctx.stop_event.wait(REPORT_WAIT_S)
+        self.exitcode = code
+
+    def _start_agent(self) -> None:
+        options: dict[str, Any] = dict(num_cpus=0, max_concurrency=4, max_restarts=0)
+        if self.group.resource is not None:
+            options["resources"] = {self.group.resource: 0.001}
+        else:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.group.node_id, soft=False)
+        self.actor = ray.remote(NodeAgent).options(**options).remote(self.spec)
+        weights = [self.ctx.publisher.newer_than(p, -1) for p in range(self.ctx.cfg.num_policies)]
+        self.sent = {update.policy_id: update.version for update in weights}
+        self.versions: dict[int, int] = {}
+        self.acks: list[int] = []
+        self.finished = self.received = 0
+        self.node, pids = ray.get(self.actor.start.remote(weights), timeout=START_TIMEOUT_S)
+        self.pid = pids[self.name]
+        for label, pid in pids.items():
+            self.ctx.nodes[label] = self.node.to_dict()
+            log.info("started %s pid=%d on node %s", label, pid, self.node.label)
+
+    def _exchange(self) -> bool:
+        """One `take`: send what is due, receive what is ready; True once the agent has stopped."""
+        if self.ctx.stop_event.is_set() and not self.stopping:
+            self.stopping = True
+            # the node's processes stop a little before the runner's deadline, so their final trees arrive in time
+            self.actor.stop.remote(max(1.0, self.ctx.grace_s() - STOP_MARGIN_S))
+        self._read_inbox(block=False)
+        updates = [] if self.stopping else self._weights_due()
+        outbound, self.outbound = self.outbound, []
+        try:
+            reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
+        except (RayError, GetTimeoutError) as exc:
+            if not self._can_restart():
+                raise
+            self._restart(f"the agent was lost ({_describe(exc)})")
+            return False
+        self.acks = []
+        errors = [m for m in reply.messages if m[1] == "error"]
+        if errors and self._can_restart():
+            self._forward([m for m in reply.messages if m[1] != "error"])
+            self._restart(f"{errors[0][2]} failed: {errors[0][3].strip().splitlines()[-1]}")
+            return False
+        self._forward(reply.messages)
+        self.versions, self.finished = reply.versions, reply.finished
+        for chunk in reply.chunks:
+            start = time.perf_counter()
+            tensors = ray.get(chunk.data[0], timeout=TAKE_TIMEOUT_S)
+            self.fetch_s += time.perf_counter() - start
+            slots = self._free_slots(chunk.count)
+            if slots is None:  # stopping: nobody will train on it
+                continue
+            unpack(self.ctx.buffers, slots, tensors)
+            self.ctx.queues[learner_name(chunk.policy_id)].put((batcher_name(chunk.policy_id), "trajectories", slots),
+                                                              timeout=5.0)
+            self.acks.append(chunk.seq)
+            self.received += chunk.count
+        return reply.done
+
+    def _weights_due(self) -> list:
+        """Newer weights for every policy whose previous update the node has applied."""
+        due = []
+        for p in range(self.ctx.cfg.num_policies):
+            if self.versions.get(p, -1) < self.sent.get(p, -1):
+                continue  # one update in flight per node
+            update = self.ctx.publisher.newer_than(p, self.sent.get(p, -1))
+            if update is not None:
+                self.sent[p] = update.version
+                due.append(update)
+        return due
+
+    def _read_inbox(self, block: bool) -> None:
+        """Slots the batcher released go back to the free list; other messages go to the node's workers."""
+        try:
+            msgs = self.inbox.get_many(block=block, timeout=0.1)
+        except faster_fifo.Empty:
+            return
+        for msg in map(timeline.unwrap, msgs):
+            if msg[1] == "release":
+                self.free.extend(msg[2])
+            else:
+                self.outbound.append(msg)
+
+    def _free_slots(self, count: int) -> list[int] | None:
+        while len(self.free) < count:
+            if self.ctx.stop_event.is_set():
+                return None
+            self._read_inbox(block=True)
+        return [self.free.popleft() for _ in range(count)]
+
+    def _forward(self, messages: list[tuple]) -> None:
+        """Pass the node's messages to the runner; an error names the node."""
+        runner_q = self.ctx.queues[RUNNER]
+        for msg in messages:
+            if msg[1] == "error":
+                msg = (RUNNER, "error", f"{msg[2]} on node {self.node.label}", msg[3])
+            elif msg[1] == "node_stats":
+                msg = (*msg[:3], {**msg[3], "driver_fetch_s": self.fetch_s})
+            runner_q.put(msg, timeout=5.0)
+
+    # restarts -------------------------------------------------------------------------------------------------
+    def _can_restart(self) -> bool:
+        return not self.stopping and self.restarts_left > 0 and self.ctx.cfg.async_rl
+
+    def _restart(self, cause: str) -> None:
+        """Start a new agent for the same workers; trajectories the lost one finished but never delivered are lost."""
+        lost = max(0, self.finished - self.received) * self.frames_per_traj
+        self.restarts_left -= 1
+        self.ctx.queues[RUNNER].put((RUNNER, "node_restarted", self.name, self.node.label, cause, lost,
+                                     self.restarts_left), timeout=5.0)
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except RayError:
+            pass
+        self._start_agent()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,103 @@
+"""What crosses the network between a node agent and the driver, and how trajectories leave and enter the
+shared buffers. Per-step traffic never does: only whole trajectories (in chunks), weights and control messages.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import ray
+import ray.cloudpickle
+
+from sf.runtime.buffers import TrajectoryBuffers
+
+OBS_PREFIX = "obs/"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    """Finished trajectories of one policy, copied out of a node's buffers and put in its object store."""
+
+    seq: int
+    policy_id: int
+    count: int
+    nbytes: int
+    data: list  # [ObjectRef of the tensors]: wrapped so that Ray hands the reference over, not the value
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsUpdate:
+    policy_id: int
+    version: int
+    data: list  # [ObjectRef of the state dict (numpy arrays)], one per version for every node
+
+
+@dataclass(slots=True)
+class Reply:
+    """An agent's answer to each `take`: new chunks, messages for the runner, the weight versions it runs."""
+
+    chunks: list[ChunkRef] = field(default_factory=list)
+    messages: list[tuple] = field(default_factory=list)
+    versions: dict[int, int] = field(default_factory=dict)
+    finished: int = 0  # trajectories its rollout workers have completed so far
+    done: bool = False  # stopped: every process ended and its final trees are in `messages`
+
+
+def clock_offset() -> float:
+    """Wall clock minus monotonic clock of this machine: moves a `time.monotonic()` stamp to another machine
+    (whose clocks NTP keeps in step with this one's wall clock)."""
+    return time.time() - time.monotonic()
+
+
+def pack(buffers: TrajectoryBuffers, slots: list[int]) -> dict[str, np.ndarray]:
+    """Copy whole trajectories out of the buffers (numpy arrays travel through the object store without pickling)."""
+    out = {key: array[slots] for key, array in buffers.np.items()}
+    out.update({OBS_PREFIX + key: array[slots] for key, array in buffers.obs_np.items()})
+    out["traj_time"] += clock_offset()  # wall clock on the way: each machine has its own monotonic clock
+    return out
+
+
+def unpack(buffers: TrajectoryBuffers, slots: list[int], tensors: dict[str, np.ndarray]) -> None:
+    """Write trajectories received from a node into these buffers' `slots`."""
+    for key, array in tensors.items():
+        if key.startswith(OBS_PREFIX):
+            buffers.obs_np[key[len(OBS_PREFIX):]][slots] = array
+        else:
+            buffers.np[key][slots] = array
+    buffers.np["traj_time"][slots] -= clock_offset()
+
+
+def nbytes(tensors: dict[str, np.ndarray]) -> int:
+    return sum(array.nbytes for array in tensors.values())
+
+
+def state_to_numpy(params: dict) -> dict[str, np.ndarray]:
+    return {key: tensor.detach().cpu().numpy().copy() for key, tensor in params.items()}
+
+
+def put(value: Any) -> list:
+    return [ray.put(value)]
+
+
+class ByValue:
+    """An env factory that travels by value: a function defined in a training script's `__main__` can be
+    imported neither by a node agent nor by the processes it starts."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self):
+        return _load, (ray.cloudpickle.dumps(self.fn),)
+
+
+def _load(data: bytes) -> ByValue:
+    return ByValue(ray.cloudpickle.loads(data))
+
+
+def portable_registry(snapshot: dict) -> dict:
+    return {name: ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn for name, fn in snapshot.items()}
