@@ -37,6 +37,18 @@ def shm_before():
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
+def shm_leaked(before: set[str]) -> set[str]:
+    """/dev/shm entries that appeared since `before` and that no live process holds: what a run left behind.
+    (Entries other runs on the machine hold meanwhile are theirs, not leaks.)"""
+    from sf.runtime.orphans import shm_files
+
+    new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before}
+    if not new:
+        return set()
+    held = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
+    return new - held
+
+
 def read_scalars(exp_dir: Path) -> dict[str, list[float]]:
     """Every TensorBoard scalar the run wrote, by tag, in file order (records: length, crc, event, crc)."""
     import struct

@@ -13,6 +13,7 @@ driver, only exchange lists with it under a condition variable.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing as mp
 import os
@@ -26,6 +27,7 @@ from typing import Any
 
 import faster_fifo
 import numpy as np
+import psutil
 import ray
 
 from sf.distributed.cluster import NodeInfo, this_node
@@ -76,8 +78,9 @@ class NodeAgent:
                       "weight_updates": 0, "weight_bytes_received": 0}
 
     # called by the driver ---------------------------------------------------------------------------------
-    def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int]]:
-        """Create this node's buffers, stores and queues, start its processes; return the node and their pids."""
+    def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int], dict[int, float]]:
+        """Create this node's buffers, stores and queues, start its processes; return the node, their pids and
+        their start times (what `reap` needs to end them safely should this actor die)."""
         from sf.runtime.runner_parallel import QUEUE_BYTES, STOP_SIGNALS, start_component_process
         from sf.utils.logging import setup_logging
         from sf.cfg.arguments import resolve_device
@@ -124,7 +127,7 @@ class NodeAgent:
         self.thread.start()
         pids = {label: proc.pid for label, proc in self.processes.items()}
         pids[spec.name] = os.getpid()
-        return this_node(), pids
+        return this_node(), pids, {pid: psutil.Process(pid).create_time() for pid in pids.values()}
 
     def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
         """Hand over what is ready (waiting up to TAKE_WAIT_S for something); take acknowledgements, messages for
@@ -141,9 +144,11 @@ class NodeAgent:
     def stop(self, grace_s: float) -> None:
         """Stop this node's processes: they get `grace_s` to send their final trees, then are killed."""
         with self.cond:
+            if self.done:
+                return
             if self.stop_deadline is None:
                 self.stop_deadline = time.monotonic() + grace_s
-        self.stop_event.set()
+            self.stop_event.set()
 
     # the forwarding thread --------------------------------------------------------------------------------
     def _forward(self) -> None:
@@ -153,7 +158,7 @@ class NodeAgent:
             self._post((RUNNER, "error", self.spec.name, traceback.format_exc()))
             with self.cond:
                 self.stop_deadline = self.stop_deadline or time.monotonic() + EXIT_WAIT_S
-            self.stop_event.set()
+                self.stop_event.set()
         self._end()
 
     def _forward_until_stopped(self) -> None:
@@ -269,9 +274,9 @@ class NodeAgent:
     def _share_tree(self, kind: str) -> None:
         tree = self.timing.to_dict()
         lifetime = time.monotonic() - self.started_at
+        self._post((RUNNER, "node_stats", self.spec.name, dict(self.stats)))  # first: the final tree ends the wait
         self._post((RUNNER, kind, self.spec.name, os.getpid(), tree, resources.snapshot().to_dict(),
                     activity_of(tree, lifetime).to_dict()))
-        self._post((RUNNER, "node_stats", self.spec.name, dict(self.stats)))
 
     def _end(self) -> None:
         """Kill what did not stop in time, pass on the last messages and the agent's own final tree."""
@@ -292,6 +297,36 @@ class NodeAgent:
         except faster_fifo.Empty:
             pass
         self._share_tree("profile")
+        self._release_semaphores()
         with self.cond:
             self.done = True
             self.cond.notify_all()
+
+    def _release_semaphores(self) -> None:
+        """Drop every reference to the stop event and the stores' locks: multiprocessing unlinks a semaphore's
+        /dev/shm name when its object is collected, and an actor ends by being killed, without exit handlers."""
+        self.processes.clear()
+        self.stop_event = self.stores = None
+        gc.collect()
+
+
+def reap(started: dict[int, float], timeout_s: float = 5.0) -> list[int]:
+    """Run on a node whose agent died: kill the processes it had started (and theirs, such as env engines) that
+    are still there, and wait for them to go; return their pids. A pid is only killed if the process holding it
+    started when the agent's did, so a reused pid is left alone."""
+    victims = []
+    for pid, created in started.items():
+        try:
+            proc = psutil.Process(pid)
+            if abs(proc.create_time() - created) < 0.01:
+                victims += [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            continue
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=timeout_s)
+    return [proc.pid for proc in victims]
+

@@ -24,7 +24,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sf.distributed.agent import AgentSpec, NodeAgent
+from sf.distributed.agent import AgentSpec, NodeAgent, reap
 from sf.distributed.cluster import NodeInfo
 from sf.distributed.placement import WorkerGroup
 from sf.distributed.transfer import Reply, unpack
@@ -37,8 +37,9 @@ log = logging.getLogger("sf")
 
 START_TIMEOUT_S = 180.0  # placing the agent and spawning its processes on a busy node
 TAKE_TIMEOUT_S = 60.0  # a reply takes TAKE_WAIT_S unless the agent is stuck
-REPORT_WAIT_S = 5.0
-STOP_MARGIN_S = 1.0  # after reporting a failure: how long the link waits for the runner to begin the stop
+REPORT_WAIT_S = 5.0  # after reporting a failure: how long the link waits for the runner to begin the stop
+STOP_MARGIN_S = 1.0
+REAP_TIMEOUT_S = 10.0  # a task on a lost agent's node: a Ray worker may have to start there first
 
 
 @dataclass
@@ -67,6 +68,7 @@ class NodeLink:
         self.restarts_left = ctx.cfg.ray_max_restarts
         self.actor = None
         self.node: NodeInfo | None = None
+        self.started: dict[int, float] = {}
         self.pid = 0
         self.exitcode: int | None = None
         self.stopping = False
@@ -101,6 +103,8 @@ class NodeLink:
             if not self.stopping:
                 where = f" on node {self.node.label}" if self.node else ""
                 runner_q.put((RUNNER, "error", f"{self.name}{where}", _describe(exc)), timeout=5.0)
+            self._reap()
+            if not self.stopping:
                 self.ctx.stop_event.wait(REPORT_WAIT_S)
         self.exitcode = code
 
@@ -116,7 +120,7 @@ class NodeLink:
         self.versions: dict[int, int] = {}
         self.acks: list[int] = []
         self.finished = self.received = 0
-        self.node, pids = ray.get(self.actor.start.remote(weights), timeout=START_TIMEOUT_S)
+        self.node, pids, self.started = ray.get(self.actor.start.remote(weights), timeout=START_TIMEOUT_S)
         self.pid = pids[self.name]
         for label, pid in pids.items():
             self.ctx.nodes[label] = self.node.to_dict()
@@ -211,13 +215,32 @@ class NodeLink:
         self.restarts_left -= 1
         self.ctx.queues[RUNNER].put((RUNNER, "node_restarted", self.name, self.node.label, cause, lost,
                                      self.restarts_left), timeout=5.0)
+        self._reap()
+        self._start_agent()
+
+    def _reap(self) -> None:
+        """End the agent and whatever it had started on its node (a dead agent's processes would only stop on
+        their own a second later, and a stuck one never)."""
+        if self.actor is None:
+            return
         try:
             ray.kill(self.actor, no_restart=True)
         except RayError:
             pass
-        self._start_agent()
+        if self.node is None:
+            return
+        strategy = NodeAffinitySchedulingStrategy(self.node.ray_node_id, soft=False)
+        try:
+            ray.get(ray.remote(reap).options(num_cpus=0, scheduling_strategy=strategy).remote(self.started),
+                    timeout=REAP_TIMEOUT_S)
+        except (RayError, GetTimeoutError) as exc:
+            log.warning("could not end the processes of %s on node %s: %s", self.name, self.node.label, _describe(exc))
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, GetTimeoutError):
+        return f"the node agent did not answer within {TAKE_TIMEOUT_S:.0f} s"
+    if isinstance(exc, RayError):  # the actor, or the owner of a chunk it put, is gone: Ray's text is pages long
+        return f"the node agent died or became unreachable ({type(exc).__name__})"
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"

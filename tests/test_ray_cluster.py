@@ -1,0 +1,151 @@
+"""--backend=ray on a two-node cluster simulated on this machine (a head node and a second node with its own
+resources and object store, both on the loopback interface), started once for the module."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is imported: nodes bind to 127.0.0.1 only
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+from conftest import ROOT, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
+
+STORE_BYTES = 150 * 1024**2
+SECOND = "sf_test_node2"  # custom resource of the second node: pins rollout workers there
+LAYOUT = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
+          "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
+FAST = [*LAYOUT, "--backend=ray", f"--ray_worker_groups={SECOND}:2"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = ray_cluster_utils.Cluster(initialize_head=True, connect=False, head_node_args=dict(
+        num_cpus=1, object_store_memory=STORE_BYTES, include_dashboard=False))
+    second = c.add_node(num_cpus=1, resources={SECOND: 4}, object_store_memory=STORE_BYTES)
+    try:
+        c.wait_for_nodes()
+        yield c, c.head_node.node_id, second.node_id
+    finally:
+        c.shutdown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def _json(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _slot_bytes() -> int:
+    """Bytes of one trajectory slot of the buffers a run with LAYOUT builds, computed here from the layout."""
+    from sf.cfg.arguments import parse_full_cfg
+    from sf.envs.gym_family import register_gym_env
+    from sf.runtime.setup import build_buffers, build_model, probe_env
+
+    register_gym_env("CartPole-v1")
+    cfg = parse_full_cfg(["--env=CartPole-v1", *LAYOUT])
+    info = probe_env(cfg)
+    buffers = build_buffers(cfg, info, build_model(cfg, info, "cpu").rnn_state_size, shared=False)
+    return sum(t[0].numel() * t.element_size() for t in buffers.all_tensors())
+
+
+def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, shm_before):
+    c, head, second = cluster
+    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=12000", "--experiment=two",
+                     f"--train_dir={tmp_path}", f"--ray_address={c.address}"], timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    summary = _json(tmp_path / "two" / "summary.json")
+    profile = _json(tmp_path / "two" / "profile.json")
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 12000
+    assert {entry["node"]["ray_node_id"] for entry in profile.values()} == {head, second}
+    workers = [name for name in profile if name.startswith("RolloutWorker")]
+    assert sorted(workers) == ["RolloutWorker_w0", "RolloutWorker_w1"]
+    for name in workers:
+        assert profile[name]["node"]["ray_node_id"] == second
+        assert profile[name]["tree"]["env_step"]["time"] > 0
+    for name in ("Runner", "Learner 0", "Batcher 0"):
+        assert profile[name]["node"]["ray_node_id"] == head
+    agent = profile["NodeAgent_1"]
+    assert agent["node"]["ray_node_id"] == second
+    assert {"gather", "put", "update_weights"} <= set(agent["tree"])
+    transfer = agent["transfer"]
+    # every frame the learner counted crossed from the second node, each trajectory as one whole slot
+    assert transfer["frames_sent"] >= summary["env_frames"]["0"]
+    assert transfer["frames_sent"] == transfer["trajectories_sent"] * 32
+    assert transfer["bytes_sent"] == transfer["trajectories_sent"] * _slot_bytes()
+    # the initial weights and newer ones arrived, never more than one update per version the learner made
+    assert 2 <= transfer["weight_updates"] <= summary["policy_versions"]["0"] + 1
+    assert all(not _alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+    assert not shm_leaked(shm_before)
+
+
+def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train_for: int):
+    c, _, _ = cluster
+    proc = subprocess.Popen([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST, *extra,
+                             f"--train_for_env_steps={train_for}", f"--experiment={experiment}",
+                             f"--train_dir={tmp_path}", f"--ray_address={c.address}"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    lines: list[str] = []
+    try:
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        pids = started_pids(lines)
+        os.kill(pids["NodeAgent_1"], signal.SIGKILL)
+        killed_at = time.monotonic()
+        rest, _ = proc.communicate(timeout=180)
+        took = time.monotonic() - killed_at
+    finally:
+        proc.kill()
+    out = "".join(lines) + rest
+    return proc.returncode, out, took, pids
+
+
+def test_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
+    code, out, took, pids = _kill_during_run(cluster, tmp_path, "kill", [], 100_000_000)
+    assert code != 0
+    assert took < 15, took
+    summary = _json(tmp_path / "kill" / "summary.json")
+    _, _, second = cluster
+    assert summary["status"] == "error"
+    assert summary["error"].startswith(f"NodeAgent_1 on node ") and second[:8] in summary["error"]
+    assert "Learner 0 profile tree view:" in out
+    assert all(not _alive(pid) for pid in pids.values())
+    assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_lost_agent_is_restarted_and_the_run_finishes(cluster, tmp_path, shm_before):
+    code, out, _, pids = _kill_during_run(cluster, tmp_path, "restart", ["--ray_max_restarts=1"], 40_000)
+    assert code == 0, out[-3000:]
+    summary = _json(tmp_path / "restart" / "summary.json")
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 40_000
+    assert summary["node_restarts"] == 1
+    profile = _json(tmp_path / "restart" / "profile.json")
+    assert profile["NodeAgent_1"]["pid"] != pids["NodeAgent_1"]  # the final tree is the new agent's
+    assert profile["NodeAgent_1"]["transfer"]["weight_updates"] >= 1
+    assert all(not _alive(pid) for pid in started_pids(out.splitlines()).values())
+    assert all(not _alive(pid) for pid in pids.values())
+    assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_cartpole_learns_with_every_rollout_worker_on_the_second_node(cluster, tmp_path):
+    """The parallel CartPole acceptance command and bar (tests/test_parallel_run.py), workers on the second node."""
+    c, _, second = cluster
+    result = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=8", "--train_for_env_steps=300000",
+                     "--seed=1", "--experiment=learn", f"--train_dir={tmp_path}", "--backend=ray",
+                     f"--ray_worker_groups={SECOND}:2", f"--ray_address={c.address}"], timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert _json(tmp_path / "learn" / "summary.json")["avg_episode_reward"]["0"] >= 450
+    profile = _json(tmp_path / "learn" / "profile.json")
+    assert all(e["node"]["ray_node_id"] == second for name, e in profile.items() if name.startswith("RolloutWorker"))
