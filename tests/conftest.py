@@ -40,13 +40,15 @@ def shm_before():
 def shm_leaked(before: set[str]) -> set[str]:
     """/dev/shm entries that appeared since `before` and that no live process holds: what a run left behind.
     (Entries other runs on the machine hold meanwhile are theirs, not leaks.)"""
-    from sf.runtime.orphans import shm_files
+    from sf.runtime.orphans import shm_files, shm_inodes
 
     new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before}
     if not new:
         return set()
-    held = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
-    return new - held
+    pids = [int(proc.name) for proc in Path("/proc").glob("[0-9]*")]
+    held = set().union(*(shm_files(pid) for pid in pids))
+    inodes = set().union(*(shm_inodes(pid) for pid in pids))
+    return {path for path in new - held if os.path.exists(path) and os.stat(path).st_ino not in inodes}
 
 
 def read_scalars(exp_dir: Path) -> dict[str, list[float]]:

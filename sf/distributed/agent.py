@@ -13,7 +13,6 @@ driver, only exchange lists with it under a condition variable.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import multiprocessing as mp
 import os
@@ -23,6 +22,7 @@ import time
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import faster_fifo
@@ -37,7 +37,7 @@ from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name, rollout_worker_name
-from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
+from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.setup import EnvInfo, build_model
 from sf.utils.timing import Timing
@@ -47,6 +47,14 @@ log = logging.getLogger("sf")
 TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
 WATCH_S = 0.1
 EXIT_WAIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Remains:
+    """What an agent leaves on its node should it die: its processes (pid -> start time) and semaphore names."""
+
+    processes: dict[int, float]
+    semaphores: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -78,9 +86,9 @@ class NodeAgent:
                       "weight_updates": 0, "weight_bytes_received": 0}
 
     # called by the driver ---------------------------------------------------------------------------------
-    def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int], dict[int, float]]:
+    def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int], Remains]:
         """Create this node's buffers, stores and queues, start its processes; return the node, their pids and
-        their start times (what `reap` needs to end them safely should this actor die)."""
+        what `reap` needs to clean up should this actor die."""
         from sf.runtime.runner_parallel import QUEUE_BYTES, STOP_SIGNALS, start_component_process
         from sf.utils.logging import setup_logging
         from sf.cfg.arguments import resolve_device
@@ -98,6 +106,7 @@ class NodeAgent:
         self.buffers = TrajectoryBuffers(layout, shared=True)
         self.stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock())
                        for p in range(cfg.num_policies)]
+        self.semaphores = named_semaphores(os.getpid())
         for update in weights:
             self._apply(update)
         self.inbox = faster_fifo.Queue(QUEUE_BYTES)
@@ -127,7 +136,8 @@ class NodeAgent:
         self.thread.start()
         pids = {label: proc.pid for label, proc in self.processes.items()}
         pids[spec.name] = os.getpid()
-        return this_node(), pids, {pid: psutil.Process(pid).create_time() for pid in pids.values()}
+        return this_node(), pids, Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()},
+                                          tuple(self.semaphores))
 
     def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
         """Hand over what is ready (waiting up to TAKE_WAIT_S for something); take acknowledgements, messages for
@@ -303,19 +313,18 @@ class NodeAgent:
             self.cond.notify_all()
 
     def _release_semaphores(self) -> None:
-        """Drop every reference to the stop event and the stores' locks: multiprocessing unlinks a semaphore's
-        /dev/shm name when its object is collected, and an actor ends by being killed, without exit handlers."""
-        self.processes.clear()
-        self.stop_event = self.stores = None
-        gc.collect()
+        """Unlink the /dev/shm names of the stop event's and the stores' semaphores once every process that used
+        them is gone: an actor ends by being killed, so neither its exit handlers nor its resource tracker would."""
+        for path in self.semaphores:
+            Path(path).unlink(missing_ok=True)
 
 
-def reap(started: dict[int, float], timeout_s: float = 5.0) -> list[int]:
+def reap(remains: Remains, timeout_s: float = 5.0) -> list[int]:
     """Run on a node whose agent died: kill the processes it had started (and theirs, such as env engines) that
-    are still there, and wait for them to go; return their pids. A pid is only killed if the process holding it
-    started when the agent's did, so a reused pid is left alone."""
+    are still there, wait for them to go, unlink its semaphores; return the pids killed. A pid is only killed if
+    the process holding it started when the agent's did, so a reused pid is left alone."""
     victims = []
-    for pid, created in started.items():
+    for pid, created in remains.processes.items():
         try:
             proc = psutil.Process(pid)
             if abs(proc.create_time() - created) < 0.01:
@@ -328,5 +337,7 @@ def reap(started: dict[int, float], timeout_s: float = 5.0) -> list[int]:
         except psutil.Error:
             pass
     psutil.wait_procs(victims, timeout=timeout_s)
+    for path in remains.semaphores:
+        Path(path).unlink(missing_ok=True)
     return [proc.pid for proc in victims]
 

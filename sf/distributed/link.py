@@ -24,7 +24,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sf.distributed.agent import AgentSpec, NodeAgent, reap
+from sf.distributed.agent import AgentSpec, NodeAgent, Remains, reap
 from sf.distributed.cluster import NodeInfo
 from sf.distributed.placement import WorkerGroup
 from sf.distributed.transfer import Reply, unpack
@@ -68,7 +68,7 @@ class NodeLink:
         self.restarts_left = ctx.cfg.ray_max_restarts
         self.actor = None
         self.node: NodeInfo | None = None
-        self.started: dict[int, float] = {}
+        self.remains: Remains | None = None
         self.pid = 0
         self.exitcode: int | None = None
         self.stopping = False
@@ -120,7 +120,7 @@ class NodeLink:
         self.versions: dict[int, int] = {}
         self.acks: list[int] = []
         self.finished = self.received = 0
-        self.node, pids, self.started = ray.get(self.actor.start.remote(weights), timeout=START_TIMEOUT_S)
+        self.node, pids, self.remains = ray.get(self.actor.start.remote(weights), timeout=START_TIMEOUT_S)
         self.pid = pids[self.name]
         for label, pid in pids.items():
             self.ctx.nodes[label] = self.node.to_dict()
@@ -227,11 +227,11 @@ class NodeLink:
             ray.kill(self.actor, no_restart=True)
         except RayError:
             pass
-        if self.node is None:
+        if self.remains is None:
             return
         strategy = NodeAffinitySchedulingStrategy(self.node.ray_node_id, soft=False)
         try:
-            ray.get(ray.remote(reap).options(num_cpus=0, scheduling_strategy=strategy).remote(self.started),
+            ray.get(ray.remote(reap).options(num_cpus=0, scheduling_strategy=strategy).remote(self.remains),
                     timeout=REAP_TIMEOUT_S)
         except (RayError, GetTimeoutError) as exc:
             log.warning("could not end the processes of %s on node %s: %s", self.name, self.node.label, _describe(exc))

@@ -85,3 +85,31 @@ def _describe(pid: int) -> str:
         return f"{Path(f'/proc/{pid}/comm').read_text().strip()} (pid {pid})"
     except OSError:
         return f"pid {pid}"
+
+
+def shm_inodes(pid: int) -> set[int]:
+    """Inodes of the /dev/shm files a process has mapped. A POSIX semaphore is mapped under the temporary name
+    it was created with, not the name it is opened by, so only the inode tells which one it is."""
+    inodes = set()
+    try:
+        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+                inodes.add(int(fields[4]))
+    except OSError:
+        pass
+    return inodes
+
+
+def named_semaphores(pid: int) -> list[str]:
+    """The /dev/shm names of the semaphores a process has open (multiprocessing's locks and events)."""
+    inodes = shm_inodes(pid)
+    return sorted(str(path) for path in Path("/dev/shm").glob("sem.*") if _inode(path) in inodes)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+

@@ -1,0 +1,86 @@
+"""--backend=ray without a cluster: where workers go, which flags are refused, and what a chunk carries."""
+import numpy as np
+import pytest
+
+from sf.cfg.arguments import default_cfg
+from sf.cfg.errors import ConfigError
+from sf.distributed.placement import parse_worker_groups, plan
+
+
+def _cfg(**overrides):
+    return default_cfg(env="CartPole-v1", **overrides)
+
+
+def test_default_spread_puts_the_remainder_on_the_first_nodes():
+    placement = plan(_cfg(num_workers=7), ["a", "driver", "b"], "driver", set())
+    assert placement.local_workers == (0, 1, 2)  # the driver's node first
+    assert [(g.workers, g.node_id) for g in placement.groups] == [((3, 4), "a"), ((5, 6), "b")]
+    assert [g.name for g in placement.groups] == ["NodeAgent_1", "NodeAgent_2"]
+
+
+def test_one_node_keeps_every_worker_local():
+    placement = plan(_cfg(num_workers=3), ["driver"], "driver", set())
+    assert placement.local_workers == (0, 1, 2) and placement.groups == ()
+
+
+def test_pinned_groups_come_first_then_workers_per_node():
+    cfg = _cfg(num_workers=6, ray_worker_groups=["gpu_box:2"], ray_workers_per_node=3)
+    placement = plan(cfg, ["driver", "a"], "driver", {"gpu_box"})
+    assert placement.groups[0].workers == (0, 1) and placement.groups[0].resource == "gpu_box"
+    assert placement.local_workers == (2, 3, 4)
+    assert placement.groups[1].workers == (5,) and placement.groups[1].node_id == "a"
+
+
+def test_too_few_workers_per_node_names_the_flag():
+    with pytest.raises(ConfigError, match="--ray_workers_per_node=1"):
+        plan(_cfg(num_workers=3, ray_workers_per_node=1), ["driver", "a"], "driver", set())
+
+
+def test_unknown_resource_names_what_the_cluster_has():
+    with pytest.raises(ConfigError, match="'nowhere'.*it has: node2"):
+        plan(_cfg(num_workers=2, ray_worker_groups=["nowhere:1"]), ["driver"], "driver", {"node2"})
+
+
+@pytest.mark.parametrize("spec", ["node2", "node2:0", ":3", "node2:x"])
+def test_malformed_worker_group(spec):
+    with pytest.raises(ConfigError, match="RESOURCE:COUNT"):
+        parse_worker_groups([spec])
+
+
+@pytest.mark.parametrize("overrides, flag", [
+    (dict(backend="ray", serial_mode=True, async_rl=False), "--backend"),
+    (dict(ray_max_restarts=1, async_rl=False), "--ray_max_restarts"),
+    (dict(num_workers=2, ray_worker_groups=["a:2", "b:1"]), "--ray_worker_groups"),
+    (dict(ray_transfers_in_flight=0), "--ray_transfers_in_flight"),
+])
+def test_invalid_cluster_flags(overrides, flag):
+    with pytest.raises(ConfigError) as err:
+        _cfg(**overrides)
+    assert err.value.flag == flag
+
+
+def test_chunk_round_trip_restores_trajectories_and_shifts_clocks(monkeypatch):
+    """A chunk packed from one node's slots lands in other slots of the driver's buffers unchanged, except the
+    trajectory stamps, which move from the node's monotonic clock to the driver's."""
+    from sf.distributed import transfer
+    from sf.envs.gym_family import register_gym_env
+    from sf.runtime.setup import build_buffers, build_model, probe_env
+
+    register_gym_env("CartPole-v1")
+    cfg = _cfg(num_workers=2, num_envs_per_worker=2, rollout=4, batch_size=8, use_rnn=False)
+    info = probe_env(cfg)
+    rnn = build_model(cfg, info, "cpu").rnn_state_size
+    node, driver = build_buffers(cfg, info, rnn, shared=False), build_buffers(cfg, info, rnn, shared=False)
+    rng = np.random.default_rng(0)
+    for array in [*node.np.values(), *node.obs_np.values()]:
+        array[...] = rng.integers(0, 100, size=array.shape)
+    monkeypatch.setattr(transfer, "clock_offset", lambda: 1000.0)  # the node's wall clock runs 1000 s ahead...
+    chunk = transfer.pack(node, [1, 3])
+    monkeypatch.setattr(transfer, "clock_offset", lambda: 400.0)  # ...of its monotonic clock, the driver's 400 s
+    transfer.unpack(driver, [5, 0], chunk)
+    for key in node.np:
+        expected = node.np[key][[1, 3]] + (600.0 if key == "traj_time" else 0)
+        np.testing.assert_array_equal(driver.np[key][[5, 0]], expected)
+    for key in node.obs_np:
+        np.testing.assert_array_equal(driver.obs_np[key][[5, 0]], node.obs_np[key][[1, 3]])
+    assert transfer.nbytes(chunk) == 2 * sum(t[0].numel() * t.element_size() for t in node.all_tensors())
