@@ -9,10 +9,14 @@ import time
 
 import pytest
 
-from conftest import ROOT, read_until, run_sf, started_pids
+from conftest import ROOT, read_until, run_sf, shm_leaked, started_pids
 
 FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
         "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
+# --backend=ray on a one-machine cluster (every component on the driver's node) must behave as --backend=local
+BACKENDS = [pytest.param([], id="local"),
+            pytest.param(["--backend=ray", "--ray_address=local"], id="ray", marks=pytest.mark.slow)]
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started by a run binds to 127.0.0.1 only
 
 
 def _alive(pid: int) -> bool:
@@ -30,8 +34,9 @@ def _start(args, script=None):
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
-    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=4000", "--experiment=par",
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parallel_short_run_prints_every_profile(tmp_path, shm_before, backend):
+    result = run_sf(["--env=CartPole-v1", *FAST, *backend, "--train_for_env_steps=4000", "--experiment=par",
                      f"--train_dir={tmp_path}"], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:]
     lines = [l for l in result.stdout.splitlines() if l.strip()]
@@ -43,12 +48,12 @@ def test_parallel_short_run_prints_every_profile(tmp_path, shm_before):
     summary = json.loads((tmp_path / "par" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4000
     assert all(not _alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_leaked(shm_before)
 
 
-def _interrupt_running(tmp_path, experiment: str, act) -> tuple[subprocess.Popen, str, float, dict[str, int]]:
+def _interrupt_running(tmp_path, experiment: str, act, backend=()) -> tuple[subprocess.Popen, str, float, dict[str, int]]:
     """Start a long parallel run, do `act(proc, child_pids)` once it reports progress, wait for the end."""
-    proc = _start(["--env=CartPole-v1", *FAST, "--train_for_env_steps=100000000", f"--experiment={experiment}",
+    proc = _start(["--env=CartPole-v1", *FAST, *backend, "--train_for_env_steps=100000000", f"--experiment={experiment}",
                    f"--train_dir={tmp_path}"])
     lines: list[str] = []
     try:
@@ -63,16 +68,17 @@ def _interrupt_running(tmp_path, experiment: str, act) -> tuple[subprocess.Popen
     return proc, "".join(lines) + rest, took, pids
 
 
-def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
     proc, out, took, pids = _interrupt_running(tmp_path, "kill",
-                                               lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGKILL))
+                                               lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGKILL), backend)
     assert proc.returncode != 0
     assert took < 15, took
     summary = json.loads((tmp_path / "kill" / "summary.json").read_text())
     assert summary["status"] == "error" and "RolloutWorker_w0" in summary["error"]
     assert "Learner 0 profile tree view:" in out
     assert all(not _alive(pid) for pid in pids.values())
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_leaked(shm_before)
 
 
 def test_exception_in_env_ends_the_run(tmp_path, shm_before):
@@ -85,18 +91,19 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     assert summary["status"] == "error" and "env exploded on purpose" in summary["error"]
     assert time.monotonic() - started < 60
     assert all(not _alive(pid) for pid in started_pids(out.splitlines()).values())
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_leaked(shm_before)
 
 
-def test_sigint_stops_with_status_interrupted(tmp_path, shm_before):
-    proc, out, took, pids = _interrupt_running(tmp_path, "int", lambda proc, _: proc.send_signal(signal.SIGINT))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigint_stops_with_status_interrupted(tmp_path, shm_before, backend):
+    proc, out, took, pids = _interrupt_running(tmp_path, "int", lambda proc, _: proc.send_signal(signal.SIGINT), backend)
     assert took < 10, took
     summary = json.loads((tmp_path / "int" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert list((tmp_path / "int" / "checkpoint_p0").glob("checkpoint_*.pth"))
     assert "Collected {0: " in out
     assert all(not _alive(pid) for pid in pids.values())
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_leaked(shm_before)
 
 
 def _summary(train_dir, experiment):
