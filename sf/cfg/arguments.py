@@ -313,16 +313,19 @@ def _cluster_flags(g: _Group) -> None:
     g.choice("backend", ("local", "ray"), "local", "local: every component on this machine; ray: rollout and "
              "inference workers spread over a Ray cluster, one agent per node, learner and runner here "
              "(pip install 'sf[ray]')")
-    g.text("ray_address", "auto", "with --backend=ray: the cluster to join (auto: the one started with `ray start` "
-           "on this machine; host:port: that head node; local: start a one-machine cluster for this run)")
-    g.integer("ray_workers_per_node", 0, "with --backend=ray: rollout workers per node when spreading them "
+    g.text("ray_address", "auto", "Ray cluster to join with --backend=ray (auto: the one started with ray start on "
+           "this machine; host:port: that head node; local: start a one-machine cluster for this run)")
+    g.integer("ray_workers_per_node", 0, "rollout workers per node when --backend=ray spreads them "
               "(0: as evenly as possible over every node, this one first)")
-    g.str_list("ray_worker_groups", [], "with --backend=ray: RESOURCE:COUNT pairs; COUNT rollout workers run on a "
-               "node that offers the custom resource RESOURCE (ray start --resources), before the rest is spread")
-    g.integer("ray_max_restarts", 0, "with --backend=ray and --async_rl=True: times a lost node's agent is started "
-              "again (with the current weights) before the run ends with an error")
-    g.integer("ray_transfers_in_flight", 2, "with --backend=ray: chunks of trajectories a node may have sent and "
-              "not yet seen acknowledged; a node with that many waits (backpressure)")
+    g.str_list("ray_worker_groups", [], "RESOURCE:COUNT pairs for --backend=ray; COUNT rollout workers run on a "
+               "node started with the custom resource RESOURCE, before the rest is spread")
+    g.integer("ray_max_restarts", 0, "times --backend=ray starts a lost node's agent again, with the current "
+              "weights, before the run ends with an error (needs --async_rl=True)")
+    g.real("ray_weights_interval_s", 0.5, "with --async_rl=True, a node of --backend=ray receives newer weights at "
+           "most this often (every version in synchronous mode): a large model's weights can cost more bandwidth "
+           "than its trajectories")
+    g.integer("ray_transfers_in_flight", 2, "chunks of trajectories a node may have sent without an "
+              "acknowledgement from the driver before it waits (backpressure of --backend=ray)")
 
 
 def _wandb_flags(g: _Group) -> None:

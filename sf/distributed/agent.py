@@ -96,7 +96,7 @@ class NodeAgent:
         spec, cfg = self.spec, self.spec.cfg
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
-        self.started_at = time.monotonic()
+        self.started_at, self.started_wall = time.monotonic(), time.time()
         ctx = mp.get_context("spawn")
         self.stop_event = ctx.Event()
         env_info = spec.env_info
@@ -306,11 +306,23 @@ class NodeAgent:
                     self._post(msg)
         except faster_fifo.Empty:
             pass
+        if self.spec.cfg.profiling.backend != "none" or self.spec.cfg.profiling_timeline:
+            self._post((RUNNER, "profiler_outputs", self.spec.name, self._profiler_outputs()))
         self._share_tree("profile")
         self._release_semaphores()
         with self.cond:
             self.done = True
             self.cond.notify_all()
+
+    def _profiler_outputs(self) -> dict[str, bytes]:
+        """Files this node's processes wrote under the profiling folder (profiler outputs, timeline parts), by path
+        relative to it, for the driver to write into its own."""
+        folder = Path(self.spec.cfg.profiling.output_dir)
+        labels = [label.replace(" ", "_") for label in self.processes]
+        if not folder.is_dir():
+            return {}
+        return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
+                if path.is_file() and path.stat().st_mtime >= self.started_wall and any(l in path.name for l in labels)}
 
     def _release_semaphores(self) -> None:
         """Unlink the /dev/shm names of the stop event's and the stores' semaphores once every process that used

@@ -7,7 +7,10 @@ driver's node no agent starts and the run is the local one, with `node` in profi
 """
 from __future__ import annotations
 
+import argparse
 import logging
+from dataclasses import replace
+from pathlib import Path
 
 import faster_fifo
 import ray
@@ -57,8 +60,12 @@ class RayPlacement:
         ctx = LinkContext(self.cfg, shared["buffers"], shared["queues"], WeightsPublisher(shared["stores"]),
                           shared["stop_event"], nodes, grace_s)
         envs = portable_registry(registry_snapshot())
+        # a node's processes run in another working directory: relative paths would land elsewhere
+        remote_cfg = argparse.Namespace(**vars(self.cfg))
+        remote_cfg.profiling = replace(self.cfg.profiling, output_dir=Path(self.cfg.profiling.output_dir).resolve())
+        experiment_dir = str(Path(experiment_dir).resolve())
         for group in self.placement.groups:
-            spec = AgentSpec(group.name, group.workers, self.inference_workers(group), self.cfg, shared["env_info"], envs, experiment_dir)
+            spec = AgentSpec(group.name, group.workers, self.inference_workers(group), remote_cfg, shared["env_info"], envs, experiment_dir)
             link = NodeLink(group, spec, self.inboxes[group.name], ctx)
             link.start()
             self.links.append(link)

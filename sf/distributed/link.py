@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import faster_fifo
@@ -117,6 +118,7 @@ class NodeLink:
         self.actor = ray.remote(NodeAgent).options(**options).remote(self.spec)
         weights = [self.ctx.publisher.newer_than(p, -1) for p in range(self.ctx.cfg.num_policies)]
         self.sent = {update.policy_id: update.version for update in weights}
+        self.sent_at: dict[int, float] = {}
         self.versions: dict[int, int] = {}
         self.acks: list[int] = []
         self.finished = self.received = 0
@@ -165,14 +167,18 @@ class NodeLink:
         return reply.done
 
     def _weights_due(self) -> list:
-        """Newer weights for every policy whose previous update the node has applied."""
+        """Newer weights for every policy whose previous update the node has applied, in asynchronous mode at most
+        every --ray_weights_interval_s."""
+        cfg, now = self.ctx.cfg, time.monotonic()
         due = []
-        for p in range(self.ctx.cfg.num_policies):
+        for p in range(cfg.num_policies):
             if self.versions.get(p, -1) < self.sent.get(p, -1):
                 continue  # one update in flight per node
+            if cfg.async_rl and now - self.sent_at.get(p, -float("inf")) < cfg.ray_weights_interval_s:
+                continue
             update = self.ctx.publisher.newer_than(p, self.sent.get(p, -1))
             if update is not None:
-                self.sent[p] = update.version
+                self.sent[p], self.sent_at[p] = update.version, now
                 due.append(update)
         return due
 
@@ -199,11 +205,24 @@ class NodeLink:
         """Pass the node's messages to the runner; an error names the node."""
         runner_q = self.ctx.queues[RUNNER]
         for msg in messages:
+            if msg[1] == "profiler_outputs":
+                self._write_outputs(msg[3])
+                continue
             if msg[1] == "error":
                 msg = (RUNNER, "error", f"{msg[2]} on node {self.node.label}", msg[3])
             elif msg[1] == "node_stats":
                 msg = (*msg[:3], {**msg[3], "driver_fetch_s": self.fetch_s})
             runner_q.put(msg, timeout=5.0)
+
+    def _write_outputs(self, files: dict[str, bytes]) -> None:
+        """The node's profiler outputs into the driver's profiling folder (where a shared filesystem has not
+        already put them)."""
+        folder = Path(self.ctx.cfg.profiling.output_dir)
+        for relative, data in files.items():
+            target = folder / relative
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
 
     # restarts -------------------------------------------------------------------------------------------------
     def _can_restart(self) -> bool:

@@ -24,6 +24,7 @@ WAITED_ON = {
     "wait_batch": "the batcher (experience from rollout workers)",
     "wait_trajectories": "rollout workers",
     "wait_messages": "the other components (the runner only watches)",
+    "wait_transfer": "cross-node transfers (chunks the driver has not acknowledged yet)",
     UNATTRIBUTED: "not attributed (this profile names no waits)",
 }
 

@@ -16,7 +16,7 @@ from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX, activity_level
 from sf.profiling.series import Snapshot, read_series
 
 UNATTRIBUTED = "wait_unattributed"
-ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner")
+ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner", "NodeAgent")
 
 
 @dataclass
