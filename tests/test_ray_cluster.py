@@ -149,3 +149,18 @@ def test_cartpole_learns_with_every_rollout_worker_on_the_second_node(cluster, t
     assert _json(tmp_path / "learn" / "summary.json")["avg_episode_reward"]["0"] >= 450
     profile = _json(tmp_path / "learn" / "profile.json")
     assert all(e["node"]["ray_node_id"] == second for name, e in profile.items() if name.startswith("RolloutWorker"))
+
+
+@pytest.mark.slow
+def test_profiler_outputs_and_timeline_of_remote_processes_reach_the_driver(cluster, tmp_path):
+    c, _, _ = cluster
+    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=6000", "--experiment=prof",
+                     f"--train_dir={tmp_path}", f"--ray_address={c.address}", "--profiling_backend=cprofile",
+                     "--profiling_worker_groups", "RolloutWorker", "--profiling_timeline=True"], timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    folder = tmp_path / "prof" / "profiling"
+    for worker in ("RolloutWorker_w0", "RolloutWorker_w1"):
+        assert list(folder.glob(f"{worker}*.prof")), sorted(p.name for p in folder.iterdir())
+    trace = _json(folder / "timeline.json")
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert {"RolloutWorker_w0", "RolloutWorker_w1", "Learner 0"} <= tracks
