@@ -70,9 +70,9 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
     assert {entry["node"]["ray_node_id"] for entry in profile.values()} == {head, second}
     workers = [name for name in profile if name.startswith("RolloutWorker")]
     assert sorted(workers) == ["RolloutWorker_w0", "RolloutWorker_w1"]
-    for name in workers:
-        assert profile[name]["node"]["ray_node_id"] == second
-        assert profile[name]["tree"]["env_step"]["time"] > 0
+    assert all(profile[name]["node"]["ray_node_id"] == second for name in workers)
+    # on a loaded machine one worker may start so late that the other steps every env frame of a short run
+    assert sum(profile[name]["tree"].get("env_step", {"time": 0.0})["time"] for name in workers) > 0
     for name in ("Runner", "Learner 0", "Batcher 0"):
         assert profile[name]["node"]["ray_node_id"] == head
     agent = profile["NodeAgent_1"]

@@ -33,6 +33,7 @@ from sf.distributed.weights import WeightsPublisher
 from sf.profiling import timeline
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.names import RUNNER, batcher_name, learner_name
+from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")
 
@@ -74,7 +75,7 @@ class NodeLink:
         self.exitcode: int | None = None
         self.stopping = False
         self.outbound: list[tuple] = []
-        self.fetch_s = 0.0
+        self.timing = Timing(self.name)  # the driver's side: fetching chunks, waiting for free slots, writing them
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     # the process-like face ---------------------------------------------------------------------------------
@@ -153,13 +154,14 @@ class NodeLink:
         self._forward(reply.messages)
         self.versions, self.finished = reply.versions, reply.finished
         for chunk in reply.chunks:
-            start = time.perf_counter()
-            tensors = ray.get(chunk.data[0], timeout=TAKE_TIMEOUT_S)
-            self.fetch_s += time.perf_counter() - start
-            slots = self._free_slots(chunk.count)
+            with self.timing.add_time("fetch"):
+                tensors = ray.get(chunk.data[0], timeout=TAKE_TIMEOUT_S)
+            with self.timing.add_time("wait_slots"):
+                slots = self._free_slots(chunk.count)
             if slots is None:  # stopping: nobody will train on it
                 continue
-            unpack(self.ctx.buffers, slots, tensors)
+            with self.timing.add_time("write_buffers"):
+                unpack(self.ctx.buffers, slots, tensors)
             self.ctx.queues[learner_name(chunk.policy_id)].put((batcher_name(chunk.policy_id), "trajectories", slots),
                                                               timeout=5.0)
             self.acks.append(chunk.seq)
@@ -210,8 +212,8 @@ class NodeLink:
                 continue
             if msg[1] == "error":
                 msg = (RUNNER, "error", f"{msg[2]} on node {self.node.label}", msg[3])
-            elif msg[1] == "node_stats":
-                msg = (*msg[:3], {**msg[3], "driver_fetch_s": self.fetch_s})
+            elif msg[1] == "node_stats":  # with the driver's side of the transfers
+                msg = (*msg[:3], {**msg[3], "driver": self.timing.to_dict()})
             runner_q.put(msg, timeout=5.0)
 
     def _write_outputs(self, files: dict[str, bytes]) -> None:
