@@ -164,3 +164,16 @@ def test_profiler_outputs_and_timeline_of_remote_processes_reach_the_driver(clus
     trace = _json(folder / "timeline.json")
     tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
     assert {"RolloutWorker_w0", "RolloutWorker_w1", "Learner 0"} <= tracks
+
+
+@pytest.mark.slow
+def test_sync_mode_trains_on_current_policy_only_across_nodes(cluster, tmp_path):
+    """A node tells its workers of a new version only once it runs that version's weights."""
+    c, _, _ = cluster
+    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", "--train_for_env_steps=6000", "--experiment=sync",
+                     f"--train_dir={tmp_path}", f"--ray_address={c.address}"], timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    summary = _json(tmp_path / "sync" / "summary.json")
+    assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
+    transfer = _json(tmp_path / "sync" / "profile.json")["NodeAgent_1"]["transfer"]
+    assert transfer["weight_updates"] >= summary["policy_versions"]["0"]  # every version reached the node
