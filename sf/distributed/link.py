@@ -28,7 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from sf.distributed.agent import AgentSpec, NodeAgent, Remains, reap
 from sf.distributed.cluster import NodeInfo
 from sf.distributed.placement import WorkerGroup
-from sf.distributed.transfer import Reply, unpack
+from sf.distributed.transfer import unpack
 from sf.distributed.weights import WeightsPublisher
 from sf.profiling import timeline
 from sf.runtime.buffers import TrajectoryBuffers
@@ -130,7 +130,17 @@ class NodeLink:
             log.info("started %s pid=%d on node %s", label, pid, self.node.label)
 
     def _exchange(self) -> bool:
-        """One `take`: send what is due, receive what is ready; True once the agent has stopped."""
+        """One `take` and the chunks it hands over; True once the agent has stopped. A lost agent is started again
+        while restarts are left (asynchronous mode), else the error ends the link."""
+        try:
+            return self._take()
+        except (RayError, GetTimeoutError) as exc:
+            if not self._can_restart():
+                raise
+            self._restart(f"the agent was lost ({_describe(exc)})")
+            return False
+
+    def _take(self) -> bool:
         if self.ctx.stop_event.is_set() and not self.stopping:
             self.stopping = True
             # the node's processes stop a little before the runner's deadline, so their final trees arrive in time
@@ -138,13 +148,7 @@ class NodeLink:
         self._read_inbox(block=False)
         updates = [] if self.stopping else self._weights_due()
         outbound, self.outbound = self.outbound, []
-        try:
-            reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
-        except (RayError, GetTimeoutError) as exc:
-            if not self._can_restart():
-                raise
-            self._restart(f"the agent was lost ({_describe(exc)})")
-            return False
+        reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
         self.acks = []
         errors = [m for m in reply.messages if m[1] == "error"]
         if errors and self._can_restart():
