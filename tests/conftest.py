@@ -31,6 +31,15 @@ def started_pids(lines: list[str]) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", l) for l in lines) if m}
 
 
+@pytest.fixture(scope="session")
+def sleepy_run(tmp_path_factory) -> Path:
+    """One run of the simulation-bound case (an env that sleeps 1 ms a step), shared by the report and diff tests,
+    which only read it."""
+    from sf_examples.profiling.induced_bottlenecks import CASES, run_case
+
+    return run_case(CASES["simulation"], str(tmp_path_factory.mktemp("sleepy")), "base")
+
+
 @pytest.fixture
 def shm_before():
     """/dev/shm entries present before the test; the test asserts nothing new is left behind."""

@@ -137,6 +137,7 @@ def test_replace_flags_reproduces_the_layout_whatever_the_spelling():
     assert Layout.from_cfg(cfg) == BASE
 
 
+@pytest.mark.slow
 def test_auto_tune_ends_within_a_tiny_budget(tmp_path, capsys):
     """A real tuning of a tiny serial CartPole layout, with a budget shorter than a default trial."""
     budget = 15.0

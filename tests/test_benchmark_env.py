@@ -103,6 +103,7 @@ def test_sampling_only_counts_frames_and_never_trains(tmp_path):
     assert not list(exp.glob("checkpoint_p0/*"))
 
 
+@pytest.mark.slow
 def test_env_mode_table_json_and_chart(tmp_path, capsys):
     """A tiny serial CartPole layout: three rows, shares computed from the FPS figures, files in the folder."""
     code = main(["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--num_workers=1",

@@ -113,6 +113,7 @@ def test_a_run_outlives_the_shell_that_launched_it(tmp_path, sessions, launcher)
     assert "Collected {0: " in log.read_text()
 
 
+@pytest.mark.slow
 def test_a_learner_iteration_longer_than_the_stop_timeout_is_killed_with_a_warning(tmp_path, sessions):
     # one training iteration never ends within the test: 10^7 epochs over the first batch
     proc = _start(["--env=CartPole-v1", *FAST, "--num_epochs=10000000", "--stop_timeout_sec=1",

@@ -43,11 +43,6 @@ def slowed_copy(src, dst, factor: float, core_wait_share: float = 0.0):
     return dst
 
 
-@pytest.fixture(scope="module")
-def sleepy_run(tmp_path_factory):
-    train_dir = tmp_path_factory.mktemp("compare")
-    return run_case(SLEEPY, str(train_dir), "base")
-
 
 def test_a_scope_made_20_percent_slower_is_marked(sleepy_run, tmp_path):
     slow = slowed_copy(sleepy_run, tmp_path / "slow", 1.2)

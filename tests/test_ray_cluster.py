@@ -110,6 +110,7 @@ def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train
     return proc.returncode, out, took, pids
 
 
+@pytest.mark.slow
 def test_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
     code, out, took, pids = _kill_during_run(cluster, tmp_path, "kill", [], 100_000_000)
     assert code != 0

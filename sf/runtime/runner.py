@@ -106,8 +106,8 @@ class Runner(Component):
 
     def _write_train_scalars(self) -> None:
         """The learner's statistics as TensorBoard scalars: their mean over the iterations since the last write.
-        A fast learner reports dozens of iterations a second; writing each one cost the runner more than the rest
-        of its work together."""
+        A fast learner reports dozens of iterations a second; writing each one took more of the runner's time than
+        the rest of its tree together."""
         with self.timing.add_time("train_scalars"):
             for policy_id, (sums, count, env_steps) in self.train_window.items():
                 if count:
