@@ -38,7 +38,14 @@ class StepCounter(gymnasium.Env):
         return np.array([float(self.t)], np.float32), 0.0, self.t == EPISODE, False, {}
 
 
+class TimeLimitedStepCounter(StepCounter):
+    """The same, registered as an env whose time limit (12 steps) comes before its own episode end."""
+
+    spec = gymnasium.envs.registration.EnvSpec("TimeLimitedStepCounter-v0", max_episode_steps=12)
+
+
 register_env("step_counter", lambda name, cfg, env_config, render_mode=None: StepCounter())
+register_env("step_counter_12", lambda name, cfg, env_config, render_mode=None: TimeLimitedStepCounter())
 
 
 # --- frame stacking ------------------------------------------------------------------------------------
@@ -98,8 +105,8 @@ class _Requests(Component):
         self.handlers = {"policy_request": lambda *payload: None}
 
 
-def _started_worker(worker_idx: int = 0, **flags) -> RolloutWorker:
-    cfg = default_cfg(env="step_counter", use_rnn=False, serial_mode=True, rollout=8, batch_size=64,
+def _started_worker(worker_idx: int = 0, env: str = "step_counter", **flags) -> RolloutWorker:
+    cfg = default_cfg(env=env, use_rnn=False, serial_mode=True, rollout=8, batch_size=64,
                       num_envs_per_worker=4, worker_num_splits=2, **flags)
     info = probe_env(cfg)
     worker = RolloutWorker(cfg, worker_idx, build_buffers(cfg, info, 0, shared=False))
@@ -117,6 +124,12 @@ def test_envs_of_one_worker_start_apart_by_one_rollout_each():
     first_obs = worker.buffers.obs_np["obs"][worker.slot, 0, 0].tolist()
     assert first_obs == [float(s % EPISODE) for s in steps]  # episodes of 20 steps reset on the way
     assert worker.ep_return == [0.0] * 4 and worker.ep_len == [0] * 4  # nothing counted
+
+
+def test_decorrelation_wraps_at_the_time_limit():
+    """Past the time limit the same reset phase comes sooner: env i takes (i * rollout) mod limit random steps."""
+    worker = _started_worker(env="step_counter_12", num_workers=1, seed=1)
+    assert [env.env.total_steps for env in worker.envs] == [0, 8, 16 % 12, 24 % 12]
 
 
 def test_decorrelation_can_be_turned_off():

@@ -76,8 +76,11 @@ class RolloutWorker(Component):
                 seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
                 obs = env.reset(seed=seed)
                 if cfg.decorrelate_envs_on_one_worker and i > 0:
-                    # env i starts i rollouts into its episode, so the worker's envs do not reset together
-                    obs = env.random_steps(cfg.rollout * i, seed)
+                    # env i starts i rollouts into its episode, so the worker's envs do not reset together; past the
+                    # time limit the same reset phase comes sooner, so the start-up costs at most an episode per env
+                    offset = cfg.rollout * i
+                    offset = offset % env.max_episode_steps if env.max_episode_steps else offset
+                    obs = env.random_steps(offset, seed) if offset else obs
                 self.envs.append(env)
                 slot = self.free.popleft()
                 self.slot[i] = slot
