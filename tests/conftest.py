@@ -26,6 +26,16 @@ def read_until(proc: subprocess.Popen, pattern: str, lines: list[str]) -> re.Mat
     raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
 def started_pids(lines: list[str]) -> dict[str, int]:
     """Component name -> pid, from the runner's `started <name> pid=<pid>` lines."""
     return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", l) for l in lines) if m}

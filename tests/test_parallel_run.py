@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, read_until, run_sf, shm_leaked, started_pids
+from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids
 
 FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
         "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
@@ -17,15 +17,6 @@ FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2"
 BACKENDS = [pytest.param([], id="local"),
             pytest.param(["--backend=ray", "--ray_address=local"], id="ray", marks=pytest.mark.slow)]
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started by a run binds to 127.0.0.1 only
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
 
 
 def _start(args, script=None):
@@ -47,7 +38,7 @@ def test_parallel_short_run_prints_every_profile(tmp_path, shm_before, backend):
     assert len({entry["pid"] for entry in profile.values()}) >= 4
     summary = json.loads((tmp_path / "par" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4000
-    assert all(not _alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+    assert all(not alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
     assert not shm_leaked(shm_before)
 
 
@@ -77,7 +68,7 @@ def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
     summary = json.loads((tmp_path / "kill" / "summary.json").read_text())
     assert summary["status"] == "error" and "RolloutWorker_w0" in summary["error"]
     assert "Learner 0 profile tree view:" in out
-    assert all(not _alive(pid) for pid in pids.values())
+    assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 
 
@@ -90,7 +81,7 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     summary = json.loads((tmp_path / "crash" / "summary.json").read_text())
     assert summary["status"] == "error" and "env exploded on purpose" in summary["error"]
     assert time.monotonic() - started < 60
-    assert all(not _alive(pid) for pid in started_pids(out.splitlines()).values())
+    assert all(not alive(pid) for pid in started_pids(out.splitlines()).values())
     assert not shm_leaked(shm_before)
 
 
@@ -102,7 +93,7 @@ def test_sigint_stops_with_status_interrupted(tmp_path, shm_before, backend):
     assert summary["status"] == "interrupted"
     assert list((tmp_path / "int" / "checkpoint_p0").glob("checkpoint_*.pth"))
     assert "Collected {0: " in out
-    assert all(not _alive(pid) for pid in pids.values())
+    assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 
 

@@ -12,7 +12,7 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is imported: nodes bind to 127.0.0.1 only
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-from conftest import ROOT, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
+from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
 
 STORE_BYTES = 150 * 1024**2
 SECOND = "sf_test_node2"  # custom resource of the second node: pins rollout workers there
@@ -31,15 +31,6 @@ def cluster():
         yield c, c.head_node.node_id, second.node_id
     finally:
         c.shutdown()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
 
 
 def _json(path) -> dict:
@@ -85,7 +76,7 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
     assert transfer["bytes_sent"] == transfer["trajectories_sent"] * _slot_bytes()
     # the initial weights and newer ones arrived, never more than one update per version the learner made
     assert 2 <= transfer["weight_updates"] <= summary["policy_versions"]["0"] + 1
-    assert all(not _alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+    assert all(not alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
     assert not shm_leaked(shm_before)
 
 
@@ -120,7 +111,7 @@ def test_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
     assert summary["status"] == "error"
     assert summary["error"].startswith(f"NodeAgent_1 on node ") and second[:8] in summary["error"]
     assert "Learner 0 profile tree view:" in out
-    assert all(not _alive(pid) for pid in pids.values())
+    assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 
 
@@ -134,8 +125,8 @@ def test_lost_agent_is_restarted_and_the_run_finishes(cluster, tmp_path, shm_bef
     profile = _json(tmp_path / "restart" / "profile.json")
     assert profile["NodeAgent_1"]["pid"] != pids["NodeAgent_1"]  # the final tree is the new agent's
     assert profile["NodeAgent_1"]["transfer"]["weight_updates"] >= 1
-    assert all(not _alive(pid) for pid in started_pids(out.splitlines()).values())
-    assert all(not _alive(pid) for pid in pids.values())
+    assert all(not alive(pid) for pid in started_pids(out.splitlines()).values())
+    assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 
 
