@@ -101,6 +101,7 @@ def _summary(train_dir, experiment):
     return json.loads((train_dir / experiment / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_two_policies_both_train(tmp_path):
     result = run_sf(["--env=CartPole-v1", *FAST, "--num_policies=2", "--train_for_env_steps=6000", "--experiment=two",
                      f"--train_dir={tmp_path}"], timeout=240)

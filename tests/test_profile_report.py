@@ -124,6 +124,7 @@ def test_induced_simulation_bottleneck_gets_its_verdict(sleepy_run):
     assert assess(load_experiment(sleepy_run)).kind == "simulation"
 
 
+@pytest.mark.slow
 def test_induced_communication_bottleneck_gets_its_verdict(tmp_path):
     exp = run_case(CASES["communication"], str(tmp_path), "communication")
     assert assess(load_experiment(exp)).kind == "communication"
