@@ -11,8 +11,6 @@ import random
 import time
 from collections import deque
 
-import numpy as np
-
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
