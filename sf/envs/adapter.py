@@ -36,8 +36,8 @@ class EnvAdapter:
         self.action_spec = action_converter.spec
         self.reward_scale = float(_wrapped_attr(env, "reward_scale", 1.0))
         self.frameskip = int(_wrapped_attr(env, "frameskip", 1))
-        spec = getattr(env, "spec", None)
-        self.max_episode_steps: int | None = getattr(spec, "max_episode_steps", None)  # the time limit, if the env has one
+        spec = getattr(env, "spec", None)  # the registered time limit, if the env has one
+        self.max_episode_steps: int | None = getattr(spec, "max_episode_steps", None)
         self._obs = obs_converter.convert
         self._action = action_converter.convert
         self._env_step = env.step
