@@ -1,6 +1,6 @@
 """What each profiling setting costs in throughput: a suite of `sf.benchmark` (CartPole by default, or Doom) with each
-backend on every group and on the learner alone, and with `--profiling_timeline=True`, each run between two runs with profiling off
-in the same invocation; a setting's figure is its FPS over the mean of its two neighbours, which cancels a machine
+backend on every group and on the learner alone, and with `--profiling_timeline=True`, each run between two runs
+with profiling off in the same invocation; a setting's figure is its FPS over the mean of its two neighbours, which cancels a machine
 whose load drifts during the invocation. Beside FPS it records the CPU seconds of each run's whole process tree per
 million frames, which a busy machine disturbs less than wall time.
 
@@ -63,7 +63,8 @@ def main() -> int:
             fps["off"].append(after)
             around[name].append((before + after) / 2)
             ratio[name].append(fps[name][-1] / around[name][-1])
-            print(f"round {round_}: {name}: {fps[name][-1]:.0f} FPS, off around it {before:.0f} / {after:.0f}", flush=True)
+            print(f"round {round_}: {name}: {fps[name][-1]:.0f} FPS, off around it {before:.0f} / {after:.0f}",
+                  flush=True)
             before = after
     print("| setting | FPS | FPS off (the runs around it) | ratio | CPU s per 1M frames (off: "
           f"{statistics.mean(cpu['off']):.1f}) |\n| --- | --- | --- | --- | --- |")
