@@ -40,8 +40,9 @@ class Runner(Component):
         self.episodes = {p: deque(maxlen=cfg.stats_avg) for p in range(n)}
         self.num_episodes = {p: 0 for p in range(n)}
         self.last_stats: dict[int, dict] = {p: {} for p in range(n)}
-        # learner statistics since they were last written: (sums by key, iterations, env steps of the last one)
-        self.train_window: dict[int, tuple[dict[str, float], int, int]] = {p: ({}, 0, 0) for p in range(n)}
+        # learner statistics since they were last written: key -> [sum, iterations that reported it] (a skipped
+        # batch reports no losses, so each key keeps its own count)
+        self.train_window: dict[int, dict[str, list[float]]] = {p: {} for p in range(n)}
         self.max_lag = {p: 0.0 for p in range(n)}
         self.learners_ready: set[int] = set()
         self.fps_window: deque[tuple[float, int]] = deque()
@@ -94,10 +95,11 @@ class Runner(Component):
             self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
             if self.steady_start is None:
                 self.steady_start = (time.monotonic(), self.total_frames())
-            sums, count, _ = self.train_window[policy_id]
+            window = self.train_window[policy_id]
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value
-            self.train_window[policy_id] = (sums, count + 1, env_steps)
+                total = window.setdefault(key, [0.0, 0])
+                total[0] += value
+                total[1] += 1
         self.learners_ready.add(policy_id)
         if len(self.learners_ready) == self.cfg.num_policies and self.start_steps is None:
             self.start_steps = dict(self.env_steps)
@@ -109,11 +111,11 @@ class Runner(Component):
         A fast learner reports dozens of iterations a second; writing each one took more of the runner's time than
         the rest of its tree together."""
         with self.timing.add_time("train_scalars"):
-            for policy_id, (sums, count, env_steps) in self.train_window.items():
-                if count:
-                    self.experiment.write_scalars(policy_id, env_steps,
-                                                  {f"train/{k}": v / count for k, v in sums.items()})
-                    self.train_window[policy_id] = ({}, 0, env_steps)
+            for policy_id, window in self.train_window.items():
+                if window:
+                    self.experiment.write_scalars(policy_id, self.env_steps[policy_id],
+                                                  {f"train/{k}": total / n for k, (total, n) in window.items()})
+                    self.train_window[policy_id] = {}
 
     def _on_staleness(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
         for total, more in ((self.ages, ages), (self.recent_ages, ages), (self.lags, lags), (self.recent_lags, lags)):
