@@ -93,7 +93,7 @@ def _summary(path: Path, deadline_s: float) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.mark.parametrize("launcher", ["nohup", "setsid"])
+@pytest.mark.parametrize("launcher", [pytest.param("nohup", marks=pytest.mark.slow), "setsid"])
 def test_a_run_outlives_the_shell_that_launched_it(tmp_path, sessions, launcher):
     log, pidfile = tmp_path / "run.log", tmp_path / "run.pid"
     run = shlex.join([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST,

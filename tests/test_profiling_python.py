@@ -27,7 +27,7 @@ def train(args: list[str], frames: int = 1500) -> subprocess.CompletedProcess:
 
 def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
     train([*TINY, f"--train_dir={tmp_path}", "--experiment=spy", "--profiling_backend=py_spy",
-           "--profiling_worker_groups", "RolloutWorker"], frames=12000)
+           "--profiling_worker_groups", "RolloutWorker"], frames=8000)
     out = tmp_path / "spy" / "profiling"
     outputs = sorted(p.name for p in out.iterdir() if not p.name.endswith(".log"))
     assert outputs == [f"RolloutWorker_w{w}.{ext}" for w in (0, 1) for ext in ("speedscope.json", "svg")]

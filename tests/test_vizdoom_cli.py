@@ -74,6 +74,7 @@ def test_reference_command_runs_to_the_end_and_prints_every_profile(tmp_path):
     assert config["env"] == "doom_benchmark" and config["wide_aspect_ratio"] is True and config["num_workers"] == 2
 
 
+@pytest.mark.slow
 def test_enjoy_plays_an_episode_and_writes_a_video(tmp_path):
     """Trained at frameskip 5 (enjoy reads it from config.json): the video runs at 35 / 5 = 7 fps, game speed."""
     frameskip = 5

@@ -17,6 +17,13 @@ change of `max(a / b, b / a) - 1` in any of that process's keys, and that joins 
 all the run's processes together). Two runs that met the same machine add nothing; a synthetic change (a copy of a
 run with one scope scaled) adds nothing either.
 
+Neither sees a whole process, or the whole machine, running its Python faster or slower between runs: on a shared
+2-core virtual machine without scheduler statistics, eleven runs of one command moved all the CPU-bound keys of a
+process together by up to 40-70 % from one run to the next while each run's blocks stayed within a few percent. So a
+key's noise also holds its process's common move: the median change of that process's other work keys (the key
+itself left out, so that one scope made slower still stands out against the others). A key that moves with its
+process is explained by it; a key that moves alone is not.
+
 A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
 of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
 else does, so marking it would only repeat the cause.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,6 +46,7 @@ BLOCKS = 5
 MIN_BLOCKS = 3
 DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
 FIXED_NOISE = {"peak_rss_bytes": 0.10, "gpu_peak_mem_bytes": 0.10}
+MIN_OTHER_KEYS = 3  # a process with fewer other work keys has no common move to speak of
 
 
 @dataclass
@@ -49,6 +58,7 @@ class DiffRow:
     change: float  # relative: (b - a) / a
     noise: float  # relative, one standard deviation of the difference
     marked: bool
+    process_change: float | None = None  # the median change of its process's other work keys
 
 
 @dataclass
@@ -98,6 +108,7 @@ class _Measure:
     spread: float | None
     share: float  # of the component's lifetime, for the relevance filter
     slowdown: float | None = None  # how much longer its process's work took for waiting on cores (1 = a free machine)
+    process: str | None = None  # the component it belongs to, whose other keys give its common move
 
 
 def core_wait_slowdown(cpu_s: float | None, run_delay_s: float | None) -> float | None:
@@ -139,12 +150,12 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
         for path, seconds in flat.items():
             rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
             out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
-                                                           seconds / lifetime, slowdown)
+                                                           seconds / lifetime, slowdown, c.name)
         if c.cpu_s is not None:
             cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
                          if a.cpu_s is not None and b.cpu_s is not None]
             out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0,
-                                                             slowdown)
+                                                             slowdown, c.name)
     fps_series = _fps_series(experiment)
     out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0, run_slowdown(experiment))
     profile = json.loads((experiment.path / "profile.json").read_text())
@@ -171,8 +182,25 @@ def _is_wait(key: str) -> bool:
     return "/wait_" in key
 
 
+def _work_ratios(ma: dict, mb: dict) -> dict[str, dict[str, float]]:
+    """Per process, the ratio (this run / baseline) of each work key timed in both runs."""
+    ratios: dict[str, dict[str, float]] = {}
+    for key, a in ma.items():
+        b = mb.get(key)
+        if key[1] == "s/frame" and b is not None and a.process and not _is_wait(key[0]) and a.value > 0 < b.value:
+            ratios.setdefault(a.process, {})[key[0]] = b.value / a.value
+    return ratios
+
+
+def _process_move(ratios: dict[str, dict[str, float]], process: str | None, key: str) -> float | None:
+    """The median ratio of the process's work keys other than `key`; None when too few to say."""
+    others = [r for k, r in ratios.get(process, {}).items() if k != key]
+    return statistics.median(others) if len(others) >= MIN_OTHER_KEYS else None
+
+
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
     ma, mb = _measures(baseline), _measures(run)
+    ratios = _work_ratios(ma, mb)
     rows = []
     for key in sorted(set(ma) | set(mb)):
         a, b = ma.get(key), mb.get(key)
@@ -184,10 +212,14 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
         load = load_change(a.slowdown, b.slowdown)
-        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2)
+        move = _process_move(ratios, a.process, key[0])
+        # a process that moved one way explains its keys moving that way, not the other
+        common = load_change(move, 1.0) if move is not None and (move - 1.0) * change > 0 else 0.0
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2 + common ** 2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
-        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked))
+        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked,
+                            None if move is None else move - 1.0))
     return Comparison(str(baseline.path), str(run.path), rows)
 
 
@@ -195,12 +227,14 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
     marked = comparison.marked
     lines = [f"sf profile diff: {comparison.run}", f"baseline:        {comparison.baseline}",
              f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)", "",
-             f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'noise':>7}"]
+             f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'process':>8} {'noise':>7}"]
     shown = sorted(comparison.rows, key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9))
     for r in shown[:top]:
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
         change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
-        lines.append(f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {r.noise:>6.0%}")
+        process = "" if r.process_change is None else f"{r.process_change:+.0%}"
+        lines.append(f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {process:>8} "
+                     f"{r.noise:>6.0%}")
     return "\n".join(lines)
 
 
