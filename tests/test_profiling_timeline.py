@@ -85,7 +85,8 @@ def test_parts_on_other_clocks_are_aligned_by_their_wall_offsets():
     a = {"pid": 10, "clock": "other", "wall_offset_s": 5000.0,
          "rows": [("X", "Learner 0", "train", 1.0, 1.5), ("s", "Learner 0", 7, 1.2, "learner_version")]}
     b = {"pid": 11, "clock": "other", "wall_offset_s": 4000.0,
-         "rows": [("H", "Batcher 0", "learner_version", 1001.2005, 1001.3, 7)]}
+         "rows": [("H", "Batcher 0", "learner_version", 1001.2005, 1001.3),
+                  ("f", "Batcher 0", 7, 1001.2005, "learner_version")]}
     trace = timeline.chrome_trace([a, b])
     by_phase = {e["ph"]: e for e in trace["traceEvents"] if e["ph"] in ("s", "f")}
     assert by_phase["f"]["ts"] - by_phase["s"]["ts"] == pytest.approx(500.0)  # microseconds

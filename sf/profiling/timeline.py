@@ -2,10 +2,15 @@
 event, messages between components as flow arrows, merged at exit into `profiling/timeline.json` (Chrome trace
 format: Perfetto and chrome://tracing open it).
 
-Each process records into a bounded ring buffer (the last `EVENTS_PER_PROCESS` events) through a Timing scope
-hook, so nothing is recorded and nothing costs while the flag is off. Its event loop, switched to its traced
+Each process records through a Timing scope hook into its own bounded buffer (about the last `EVENTS_PER_PROCESS`
+events), so nothing is recorded and nothing costs while the flag is off. Its event loop, switched to its traced
 variant, adds a slice per delivered message and carries a flow id inside every message it sends. At exit every
 process writes its buffer to a part file; the runner merges the parts into one track per component.
+
+The buffer is flat: per event one reference in a list (the Timing node of a scope, or a label shared by every event
+of its kind) and two numbers in an array of doubles (start and end, or time and flow id). A tuple per event, kept
+until the buffer drops it, cost 0.4-0.6 us per event inside a real inference step (each new row lands in memory no
+cache holds any more) against about 0.1 us for these three appends.
 
 Clocks: events are stamped with `time.perf_counter()`, which on Linux reads CLOCK_MONOTONIC, one clock for all
 processes of the machine, so the tracks align without correction. Where perf_counter is another clock, each part
@@ -18,13 +23,14 @@ import json
 import os
 import pickle
 import time
-from collections import deque
+from array import array
 from pathlib import Path
 
 from sf.runtime.names import profile_order
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
 EVENTS_PER_PROCESS = 200_000
+TRIM_PERIOD_S = 1.0
 FLOW = "~flow"  # message kind of a message wrapped with its flow id: (dest, FLOW, flow_id, kind, *payload)
 PARTS_DIR = "timeline_parts"
 SHARED_CLOCK = "clock_gettime(CLOCK_MONOTONIC)"
@@ -33,37 +39,61 @@ _clock = time.perf_counter
 
 
 class Recorder:
-    """This process's ring buffer of events: ("X", component, path, start, end) for a scope, ("H", component, kind, start,
-    end, flow_id) for a delivered message, ("C", component, function, start, end, None) for a start/flush/stop
-    hook or timer the loop ran for a component, ("s", component, flow_id, time, kind) for a sent message."""
+    """This process's events. `rows()` gives them as tuples: ("X", component, path, start, end) for a scope, ("H",
+    component, kind, start, end) for a delivered message, ("C", component, function, start, end) for a start/flush/stop
+    hook or timer the loop ran for a component, ("s" or "f", component, flow_id, time, kind) for a message sent or
+    received."""
 
     def __init__(self, capacity: int = EVENTS_PER_PROCESS):
-        self.events: deque = deque(maxlen=capacity)
+        self.capacity = capacity
+        self.refs: list = []  # a Timing node, or a label (kind, component, name)
+        self.times = array("d")  # two per reference
+        self.labels: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         self.pid = os.getpid()
         # one counter per process, started at the pid in the high bits: ids unique over the machine's processes
-        # (pids < 2^22, 2^31 messages each) and below 2^53, exact in the trace viewer's JSON numbers
+        # (pids < 2^22, 2^31 messages each) and below 2^53, exact as doubles and in the trace viewer's JSON numbers
         self.next_flow_id = itertools.count(self.pid << 31).__next__
-        # a row of strings and floats only: the garbage collector stops tracking such tuples, so a full buffer adds
-        # nothing to its passes
-        self.hook = ScopeHook(None, None, self.events.append)
+        self.hook = ScopeHook(None, None, (self.refs.append, self.times.append))
         add_scope_hook(self.hook)
+
+    def label(self, kind: str, component: str, name: str) -> tuple[str, str, str]:
+        """One shared tuple per (kind, component, name): events keep a reference, not a copy."""
+        key = (kind, component, name)
+        return self.labels.setdefault(key, key)
+
+    def trim(self) -> None:
+        """Drop the oldest events beyond the capacity (the event loop calls this every `TRIM_PERIOD_S`)."""
+        excess = len(self.refs) - self.capacity
+        if excess > 0:
+            del self.refs[:excess]
+            del self.times[:2 * excess]
 
     def stop(self) -> None:
         remove_scope_hook(self.hook)
 
     def rows(self) -> list[tuple]:
-        return list(self.events)
+        self.trim()
+        times, rows = self.times, []
+        for i, ref in enumerate(self.refs):
+            a, b = times[2 * i], times[2 * i + 1]
+            if type(ref) is tuple:
+                kind, component, name = ref
+                rows.append((kind, component, name, a, b) if kind in ("H", "C") else (kind, component, int(b), a, name))
+            else:
+                rows.append(("X", ref.component, ref.path, a, b))
+        return rows
+
+    def part(self) -> dict:
+        self.stop()
+        return {"pid": self.pid, "clock": time.get_clock_info("perf_counter").implementation,
+                "wall_offset_s": _wall_offset(), "rows": self.rows()}
 
     def dump(self, path: Path) -> None:
         """Write this process's part for the runner to merge (atomically: a reader never sees half a part)."""
-        self.stop()
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = {"pid": self.pid, "clock": time.get_clock_info("perf_counter").implementation,
-                "wall_offset_s": _wall_offset(), "rows": self.rows()}
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(pickle.dumps(self.part(), protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, path)
-
 
 def _wall_offset() -> float:
     """time.time() - time.perf_counter(), from the closest of a few paired readings."""
@@ -93,9 +123,7 @@ def merge(profiling_dir: Path, local: Recorder | None = None) -> Path:
     for path in sorted((profiling_dir / PARTS_DIR).glob("*.pkl")):
         parts.append(pickle.loads(path.read_bytes()))
     if local is not None:
-        local.stop()
-        parts.append({"pid": local.pid, "clock": time.get_clock_info("perf_counter").implementation,
-                      "wall_offset_s": _wall_offset(), "rows": local.rows()})
+        parts.append(local.part())
     out = profiling_dir / "timeline.json"
     profiling_dir.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(chrome_trace(parts)))
@@ -132,16 +160,14 @@ def chrome_trace(parts: list[dict]) -> dict:
                 events.append({**base, "ph": "X", "name": path.rsplit("/", 1)[-1], "cat": "timing",
                                "ts": us(start, pid), "dur": round((end - start) * 1e6, 3), "args": {"path": path}})
             elif kind in ("H", "C"):
-                label, start, end, flow_id = row[2], row[3], row[4], row[5]
+                label, start, end = row[2], row[3], row[4]
                 name, category = (f"on {label}", "message") if kind == "H" else (label, "call")
                 events.append({**base, "ph": "X", "name": name, "cat": category, "ts": us(start, pid),
                                "dur": round((end - start) * 1e6, 3)})
-                if flow_id is not None:
-                    events.append({**base, "ph": "f", "bp": "e", "name": label, "cat": "message", "id": flow_id,
-                                   "ts": us(start, pid)})
-            elif kind == "s":
+            elif kind in ("s", "f"):
                 flow_id, at, label = row[2], row[3], row[4]
-                events.append({**base, "ph": "s", "name": label, "cat": "message", "id": flow_id, "ts": us(at, pid)})
+                events.append({**base, "ph": kind, "name": label, "cat": "message", "id": flow_id, "ts": us(at, pid),
+                               **({"bp": "e"} if kind == "f" else {})})
     meta = []
     for name, index in track.items():
         meta.append({"ph": "M", "name": "process_name", "pid": index, "args": {"name": name}})

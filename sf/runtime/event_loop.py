@@ -21,7 +21,7 @@ from typing import Any, Callable
 from faster_fifo import Empty, Queue
 
 from sf.profiling.activity import LoopMeter, activity_of
-from sf.profiling.timeline import FLOW
+from sf.profiling.timeline import FLOW, TRIM_PERIOD_S
 from sf.utils.timing import Timing
 
 Message = tuple  # (dest, kind, *payload)
@@ -172,12 +172,15 @@ class EventLoop:
         one (`sf.profiling.timeline`). Instance attributes shadow the plain methods, which stay untouched, so a
         loop without a timeline pays nothing for it."""
         self.recorder = recorder
-        self._record = recorder.events.append
+        self._add_ref = recorder.refs.append
+        self._add_time = recorder.times.append
+        self._label = recorder.label
         self._next_flow_id = recorder.next_flow_id
         self.current: Component | None = None
         self._dispatch = self._traced_dispatch
         self._call = self._traced_call
         self.send = self._traced_send
+        self.every(TRIM_PERIOD_S, recorder.trim)
 
     def _traced_dispatch(self, msg: Message) -> None:
         """`_dispatch` with the slice and flow end recorded, in one call: it runs once per message."""
@@ -194,7 +197,14 @@ class EventLoop:
             end = _clock()
             component.busy_s += end - start
             self.current = previous
-            self._record(("H", component.name, kind, start, end, flow_id))
+            add_ref, add_time = self._add_ref, self._add_time
+            add_ref(self._label("H", component.name, kind))
+            add_time(start)
+            add_time(end)
+            if flow_id is not None:
+                add_ref(self._label("f", component.name, kind))
+                add_time(start)
+                add_time(flow_id)
         if component.wait_key != component.wait_open:
             self.meter.switch_wait(component, self.components.values())
 
@@ -205,7 +215,9 @@ class EventLoop:
             EventLoop._call(self, component, fn)
         finally:
             self.current = previous
-            self._record(("C", component.name, fn.__name__, start, _clock(), None))
+            self._add_ref(self._label("C", component.name, fn.__name__))
+            self._add_time(start)
+            self._add_time(_clock())
 
     def _traced_send(self, dest: str, kind: str, *payload: Any) -> None:
         """`send` with a flow id put in front of the kind and the flow's start recorded."""
@@ -214,7 +226,9 @@ class EventLoop:
             EventLoop.send(self, dest, kind, *payload)
             return
         flow_id = self._next_flow_id()
-        self._record(("s", current.name, flow_id, _clock(), kind))
+        self._add_ref(self._label("s", current.name, kind))
+        self._add_time(_clock())
+        self._add_time(flow_id)
         dest = self.aliases.get(dest, dest)
         if dest in self.components:
             self.local.append((dest, FLOW, flow_id, kind, *payload))

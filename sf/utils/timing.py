@@ -8,7 +8,7 @@ a `with` block then costs one dict lookup, two clock reads and a few attribute w
 Profilers observe scopes through `add_scope_hook`: while no hook is installed the node classes keep their plain
 methods, so an unobserved block costs exactly what it did before; installing one swaps in methods that also call
 every hook with the node (whose `path` is "parent/child" and whose `timing.name` is the component). A trace
-recorder installed alone gets exits with its append written into them, one Python call per scope as without it.
+recorder installed alone gets exits with its appends written into them, one Python call per scope as without it.
 """
 from __future__ import annotations
 
@@ -69,13 +69,14 @@ class ScopeHook(NamedTuple):
     """Called with the node when a scope opens (before its clock starts) and closes (after its clock stops).
     Either may be None: a hook that only needs the closing (a trace recorder) then adds nothing to the opening.
 
-    `record` is the trace recorder's form: an append (such as `deque.append`) that receives
-    `("X", component, path, start, end)` per closed scope. While it is the only hook, the installed `__exit__`
-    builds and appends that row itself, so a recorded scope costs no Python call beyond the plain one."""
+    `record` is the trace recorder's form: two appends, one that receives the node and one that receives its start and
+    end (a list's and an array of doubles', say). While it is the only hook, the installed `__exit__` makes those three
+    calls itself, so a recorded scope costs no Python call beyond the plain one and allocates nothing that outlives
+    it."""
 
     enter: Callable[[_Node], None] | None
     exit: Callable[[_Node], None] | None
-    record: Callable[[tuple], None] | None = None
+    record: tuple[Callable[[_Node], None], Callable[[float], None]] | None = None
 
 
 _hooks: list[ScopeHook] = []
@@ -103,29 +104,35 @@ def _observed(enter, exit_, enters: list, exits: list):
     return hooked_enter if enters else enter, hooked_exit if exits else exit_
 
 
-def _recording_exits(record: Callable[[tuple], None]) -> dict:
-    """The plain exits with the recorder's append inlined: one clock read serves the node's time and the row."""
+def _recording_exits(add_node: Callable[[_Node], None], add_time: Callable[[float], None]) -> dict:
+    """The plain exits with the recorder's appends inlined: one clock read serves the node's time and the record."""
 
     def add_exit(self, exc_type, exc, tb):
         end = _clock()
         start = self.start
         self.time += end - start
         self.timing._current = self.parent
-        record(("X", self.component, self.path, start, end))
+        add_node(self)
+        add_time(start)
+        add_time(end)
 
     def last_exit(self, exc_type, exc, tb):
         end = _clock()
         start = self.start
         self.time = end - start
         self.timing._current = self.parent
-        record(("X", self.component, self.path, start, end))
+        add_node(self)
+        add_time(start)
+        add_time(end)
 
     return {_Node: add_exit, _LastNode: last_exit}
 
 
-def _record_exit(record: Callable[[tuple], None]) -> Callable[[_Node], None]:
+def _record_exit(add_node: Callable[[_Node], None], add_time: Callable[[float], None]) -> Callable[[_Node], None]:
     def exit_(node: _Node) -> None:
-        record(("X", node.component, node.path, node.start, _clock()))
+        add_node(node)
+        add_time(node.start)
+        add_time(_clock())
 
     return exit_
 
@@ -133,14 +140,14 @@ def _record_exit(record: Callable[[tuple], None]) -> Callable[[_Node], None]:
 def _install_methods() -> None:
     only = _hooks[0] if len(_hooks) == 1 else None
     if only is not None and only.enter is None and only.exit is None and only.record is not None:
-        fused = _recording_exits(only.record)
+        fused = _recording_exits(*only.record)
         for cls, (enter, exit_) in _PLAIN.items():
             if enter is not None:
                 cls.__enter__ = enter
-            cls.__exit__ = fused.get(cls) or _observed(enter, exit_, [], [_record_exit(only.record)])[1]
+            cls.__exit__ = fused.get(cls) or _observed(enter, exit_, [], [_record_exit(*only.record)])[1]
         return
     enters = [hook.enter for hook in _hooks if hook.enter is not None]
-    exits = [hook.exit or _record_exit(hook.record) for hook in reversed(_hooks)
+    exits = [hook.exit or _record_exit(*hook.record) for hook in reversed(_hooks)
              if hook.exit is not None or hook.record is not None]
     for cls, (enter, exit_) in _PLAIN.items():
         hooked_enter, hooked_exit = _observed(enter or _Node.__dict__["__enter__"], exit_, enters, exits)
