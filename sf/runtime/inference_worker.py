@@ -83,5 +83,10 @@ class InferenceWorker(Component):
                 if new_rnn is not None:
                     self.rnn_flat.index_copy_(0, idx_obs + 1, new_rnn)
             with timing.add_time("send_messages"):
+                # one message per rollout worker naming every split of it served here: a queue put wakes the
+                # worker and costs far more than its bytes, and both splits of a worker are often in one call
+                splits: dict[int, list[int]] = {}
                 for worker, split, _, _ in requests:
-                    self.send(rollout_worker_name(worker), "actions", split, self.policy_id)
+                    splits.setdefault(worker, []).append(split)
+                for worker, served in splits.items():
+                    self.send(rollout_worker_name(worker), "actions", served, self.policy_id)

@@ -96,7 +96,12 @@ class RolloutWorker(Component):
         return self.rng.randrange(self.cfg.num_policies) if self.cfg.num_policies > 1 else 0
 
     # the rollout loop ---------------------------------------------------------------------------------
-    def _on_actions(self, split: int, policy: int) -> None:
+    def _on_actions(self, splits: list[int], policy: int) -> None:
+        """Actions for these splits are in the buffers: step each split in turn."""
+        for split in splits:
+            self._advance_split(split, policy)
+
+    def _advance_split(self, split: int, policy: int) -> None:
         """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
         into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
         envs = self.inflight.pop((split, policy))
