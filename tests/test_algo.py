@@ -281,3 +281,17 @@ def test_kl_adaptive_schedule_moves_by_1_5_within_bounds(schedule):
 def test_unknown_lr_schedule_names_the_flag():
     with pytest.raises(ValueError, match="--lr_schedule"):
         LearningRateSchedule(lr_cfg("cosine"))
+
+
+def test_running_mean_std_follows_every_change_of_its_statistics():
+    """normalize / denormalize keep sqrt(var + eps) between calls: an update or a load of other statistics must
+    still be seen by the next call."""
+    rms = RunningMeanStd((3,), clip=None)
+    x = torch.randn(64, 3) * 4 + 2
+    rms.normalize(x)  # statistics still at their start
+    rms.update(x)
+    assert torch.allclose(rms.normalize(x), (x - rms.mean) / torch.sqrt(rms.var + rms.epsilon))
+    other = RunningMeanStd((3,), clip=None)
+    other.update(torch.randn(64, 3) * 0.5)
+    rms.load_state_dict(other.state_dict())
+    assert torch.allclose(rms.denormalize(x), x * torch.sqrt(other.var + other.epsilon) + other.mean)

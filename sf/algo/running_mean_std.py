@@ -47,10 +47,21 @@ class RunningMeanStd(nn.Module):
         self.var.mul_(1.0 - weight).add_(batch_var * weight + delta.square() * (weight * (1.0 - weight)))
         self.count.copy_(total)
 
+    def _std_and_inverse(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """sqrt(var + eps) and its inverse, recomputed only when the statistics changed: every in-place write to
+        `var` (an update, a load of new weights) bumps its version, and a move to another device gives a new tensor.
+        An inference step on a small batch runs a handful of operators, so two fewer per call count."""
+        key = (self.var.data_ptr(), self.var._version)
+        cached = self.__dict__.get("_std_cache")
+        if cached is None or cached[0] != key:
+            std = torch.sqrt(self.var + self.epsilon)
+            cached = self.__dict__["_std_cache"] = (key, std, std.reciprocal())
+        return cached[1], cached[2]
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         """(x - mean) / std, clipped to [-clip, clip] when a clip is set; returns a new tensor."""
-        y = (x - self.mean).mul_(torch.rsqrt(self.var + self.epsilon))
+        y = (x - self.mean).mul_(self._std_and_inverse()[1])
         return y.clamp_(-self.clip, self.clip) if self.clip is not None else y
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.sqrt(self.var + self.epsilon) + self.mean
+        return torch.addcmul(self.mean, x, self._std_and_inverse()[0])

@@ -18,7 +18,7 @@ class IdentityCore(nn.Module):
         self.out_size = input_size
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        return x, h if h is not None else x.new_zeros(x.shape[0], 0)
+        return x, h if h is not None else x[:, :0]  # [B, 0]: a view, no allocation
 
     def forward_seq(self, x: torch.Tensor, h0: torch.Tensor | None, dones: torch.Tensor) -> torch.Tensor:
         return x
