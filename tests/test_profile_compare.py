@@ -116,15 +116,14 @@ def test_cli_prints_the_diff_and_draws_it(sleepy_run, tmp_path):
 
 @pytest.mark.slow
 def test_a_real_env_step_made_slower_is_marked(sleepy_run, tmp_path):
-    """A 2 ms sleep against 1 ms: env_step per frame grows by 70-100 % (time.sleep overshoots both). A rollout worker
-    whose whole process also moved a lot between the runs may have it explained by that move, so one worker marked
-    suffices; both must show the slowdown."""
+    """A 2 ms sleep against 1 ms: env_step per frame grows by 70-100 % (time.sleep overshoots both). The rollout
+    workers' other keys may move a lot with it (a process that sleeps longer wakes colder), but a sleep is no CPU time,
+    so that move explains little of env_step."""
     slow_case = dataclasses.replace(SLEEPY, flags=("--env=sleepy_cartpole_2000us",) + SLEEPY.flags[1:])
     slow = run_case(slow_case, str(tmp_path), "slow")
     rows = {r.key: r for r in compare(load_experiment(sleepy_run), load_experiment(slow)).rows}
     env_steps = [rows[f"RolloutWorker_w{i}/env_step"] for i in range(2)]
-    assert all(r.change > 0.5 for r in env_steps), [(r.key, r.change) for r in env_steps]
-    assert any(r.marked for r in env_steps), [(r.key, r.change, r.noise) for r in env_steps]
+    assert all(r.change > 0.5 and r.marked for r in env_steps), [(r.key, r.change, r.noise) for r in env_steps]
 
 
 @pytest.mark.slow

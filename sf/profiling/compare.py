@@ -21,8 +21,9 @@ Neither sees a whole process, or the whole machine, running its Python faster or
 2-core virtual machine without scheduler statistics, eleven runs of one command moved all the CPU-bound keys of a
 process together by up to 40-70 % from one run to the next while each run's blocks stayed within a few percent. So a
 key's noise also holds its process's common move: the median change of that process's other work keys (the key
-itself left out, so that one scope made slower still stands out against the others). A key that moves with its
-process is explained by it; a key that moves alone is not.
+itself left out, so that one scope made slower still stands out against the others), when it went the key's way, and
+scaled by the part of the key that can be CPU time (`_cpu_bound_part`). A key that moves with its process is
+explained by it; a key that moves alone is not.
 
 A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
 of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
@@ -198,6 +199,16 @@ def _process_move(ratios: dict[str, dict[str, float]], process: str | None, key:
     return statistics.median(others) if len(others) >= MIN_OTHER_KEYS else None
 
 
+def _cpu_bound_part(ma: dict, mb: dict, process: str, a: float, b: float) -> float:
+    """At most how much of a key is its process's CPU time: no more than the process's CPU seconds per frame. A key
+    that takes longer per frame than that (a sleep, a wait inside a call) runs on no core for the rest, which a process
+    running its code slower or faster does not move."""
+    key = (f"{process}/cpu", "cpu s/frame")
+    if key not in ma or key not in mb or min(a, b) <= 0:
+        return 1.0
+    return min(1.0, max(ma[key].value, mb[key].value) / min(a, b))
+
+
 def compare(baseline: Experiment, run: Experiment) -> Comparison:
     ma, mb = _measures(baseline), _measures(run)
     ratios = _work_ratios(ma, mb)
@@ -213,8 +224,10 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
         load = load_change(a.slowdown, b.slowdown)
         move = _process_move(ratios, a.process, key[0])
-        # a process that moved one way explains its keys moving that way, not the other
-        common = load_change(move, 1.0) if move is not None and (move - 1.0) * change > 0 else 0.0
+        # a process that moved one way explains its keys moving that way, not the other, and only their CPU part
+        common = 0.0
+        if move is not None and (move - 1.0) * change > 0:
+            common = load_change(move, 1.0) * _cpu_bound_part(ma, mb, a.process, a.value, b.value)
         noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2 + common ** 2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
