@@ -56,10 +56,13 @@ class Recorder:
         self.hook = ScopeHook(None, None, (self.refs.append, self.times.append))
         add_scope_hook(self.hook)
 
-    def label(self, kind: str, component: str, name: str) -> tuple[str, str, str]:
-        """One shared tuple per (kind, component, name): events keep a reference, not a copy."""
+    def add(self, kind: str, component: str, name: str, a: float, b: float) -> None:
+        """A message, call or flow event: a shared label per (kind, component, name), events keep a reference to it,
+        and two numbers (start and end, or time and flow id)."""
         key = (kind, component, name)
-        return self.labels.setdefault(key, key)
+        self.refs.append(self.labels.setdefault(key, key))
+        self.times.append(a)
+        self.times.append(b)
 
     def trim(self) -> None:
         """Drop the oldest events beyond the capacity (the event loop calls this every `TRIM_PERIOD_S`)."""

@@ -172,9 +172,7 @@ class EventLoop:
         one (`sf.profiling.timeline`). Instance attributes shadow the plain methods, which stay untouched, so a
         loop without a timeline pays nothing for it."""
         self.recorder = recorder
-        self._add_ref = recorder.refs.append
-        self._add_time = recorder.times.append
-        self._label = recorder.label
+        self._trace = recorder.add
         self._next_flow_id = recorder.next_flow_id
         self.current: Component | None = None
         self._dispatch = self._traced_dispatch
@@ -197,14 +195,9 @@ class EventLoop:
             end = _clock()
             component.busy_s += end - start
             self.current = previous
-            add_ref, add_time = self._add_ref, self._add_time
-            add_ref(self._label("H", component.name, kind))
-            add_time(start)
-            add_time(end)
+            self._trace("H", component.name, kind, start, end)
             if flow_id is not None:
-                add_ref(self._label("f", component.name, kind))
-                add_time(start)
-                add_time(flow_id)
+                self._trace("f", component.name, kind, start, flow_id)
         if component.wait_key != component.wait_open:
             self.meter.switch_wait(component, self.components.values())
 
@@ -215,9 +208,7 @@ class EventLoop:
             EventLoop._call(self, component, fn)
         finally:
             self.current = previous
-            self._add_ref(self._label("C", component.name, fn.__name__))
-            self._add_time(start)
-            self._add_time(_clock())
+            self._trace("C", component.name, fn.__name__, start, _clock())
 
     def _traced_send(self, dest: str, kind: str, *payload: Any) -> None:
         """`send` with a flow id put in front of the kind and the flow's start recorded."""
@@ -226,9 +217,7 @@ class EventLoop:
             EventLoop.send(self, dest, kind, *payload)
             return
         flow_id = self._next_flow_id()
-        self._add_ref(self._label("s", current.name, kind))
-        self._add_time(_clock())
-        self._add_time(flow_id)
+        self._trace("s", current.name, kind, _clock(), flow_id)
         dest = self.aliases.get(dest, dest)
         if dest in self.components:
             self.local.append((dest, FLOW, flow_id, kind, *payload))
