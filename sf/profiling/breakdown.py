@@ -2,7 +2,9 @@
 
 Runs the given training in this process, in serial mode (every component on the main thread, so one profiler
 sees all of it and the main thread is the whole critical path): a one-step warm-up that pays for lazy imports and
-first calls, the full length plain, to measure the uninstrumented main loop, then the full length under torch.profiler with a range on every Timing scope and around the env's own calls. Each
+first calls, the full length plain, then the full length under torch.profiler with a range on every Timing scope and
+around the env's own calls, then the full length plain again (the two plain runs bracket the profiled one, so the
+machine's drift in speed cancels out of the uninstrumented figure they give). Each
 instant of the profiled main loop goes to one operation and one layer (simulator, Python, framework backend,
 CUDA API, GPU kernels; `sf.profiling.attribution`), and the per-event instrumentation cost measured at start
 (`sf.profiling.calibration`) is subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in the
@@ -25,7 +27,7 @@ import torch
 from sf.profiling.attribution import attribute
 from sf.profiling.breakdown_report import Breakdown, table, write_chart
 from sf.profiling.calibration import measure_event_costs
-from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, event_loop_clocks, total_clock
+from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, LoopClock, event_loop_clocks, mean_clock, total_clock
 from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
 from sf.profiling.nvml import open_sampler
 from sf.profiling.spans import SCOPE, Span, spans_from_kineto
@@ -111,7 +113,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--per_worker", action="store_true",
                         help="one row per rollout worker instead of one for all of them")
     parser.add_argument("--skip_uninstrumented", action="store_true",
-                        help="do not run the plain comparison run (no overhead check)")
+                        help="do not run the plain comparison runs (no overhead check)")
     args = parser.parse_args(own)
     if not training:
         parser.error("give the training flags after `--`, e.g. -- --env=CartPole-v1 --train_for_env_steps=20000")
@@ -131,35 +133,42 @@ def main(argv: list[str] | None = None) -> int:
     if _flag_value(flags, "restart_behavior") is None:
         profiled_flags.append("--restart_behavior=restart")
 
-    baseline_s = baseline_frames = baseline_clock = None
+    plain_runs: list[tuple[float, int, LoopClock]] = []
     with tempfile.TemporaryDirectory(prefix="sf_breakdown_") as tmp:
         # the first run in a process pays for lazy imports and first calls (seconds): a one-step run takes them
         status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=warmup", "--train_for_env_steps=1"])
         if status != 0:
             return status
-        if not args.skip_uninstrumented:
-            with event_loop_clocks([]) as clocks:
-                status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=uninstrumented"])
-            if status != 0:
-                return status
-            baseline_s, baseline_frames = _main_loop_s(Path(tmp) / "uninstrumented")
-            baseline_clock = total_clock(clocks)
 
-    costs = measure_event_costs()
-    on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
-    capture = Capture(nvml=open_sampler() if on_gpu else None)
-    with capture.around_training():
-        status = run_training(module, profiled_flags)
-    if status != 0:
-        return status
+        def plain_run(name: str) -> int:
+            with event_loop_clocks([]) as clocks:
+                code = run_training(module, [*flags, f"--train_dir={tmp}", f"--experiment={name}"])
+            if code == 0:
+                plain_runs.append((*_main_loop_s(Path(tmp) / name), total_clock(clocks)))
+            return code
+
+        if not args.skip_uninstrumented and (status := plain_run("uninstrumented_before")) != 0:
+            return status
+        costs = measure_event_costs()
+        on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
+        capture = Capture(nvml=open_sampler() if on_gpu else None)
+        with capture.around_training():
+            status = run_training(module, profiled_flags)
+        if status != 0:
+            return status
+        # a second plain run after the profiled one: the machine's speed drifts, the mean of both brackets it
+        if not args.skip_uninstrumented and (status := plain_run("uninstrumented_after")) != 0:
+            return status
     experiment_dir = train_dir / experiment
     _, frames = _main_loop_s(experiment_dir)
     spans = spans_from_kineto(capture.profiler.profiler.kineto_results.events(), capture.range_names, SIM_RANGE)
     pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share, args.per_worker)
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
     result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
-                       baseline_s=baseline_s, env_frames=frames, baseline_env_frames=baseline_frames,
-                       window_clock=total_clock(capture.loop_clocks), baseline_clock=baseline_clock, **pieces)
+                       baseline_runs_s=[run[0] for run in plain_runs], env_frames=frames,
+                       baseline_env_frames=plain_runs[0][1] if plain_runs else None,
+                       window_clock=total_clock(capture.loop_clocks), baseline_clock=mean_clock([run[2] for run in plain_runs]),
+                       **pieces)
     out_dir = experiment_dir / "profiling"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "breakdown.json").write_text(json.dumps(result.to_dict(), indent=2))

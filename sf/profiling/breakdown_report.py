@@ -25,13 +25,13 @@ class Breakdown:
     window_s: float  # the profiled run's main loop, instrumented
     overhead_s: float  # instrumentation cost subtracted
     excess_s: float  # estimated overhead that did not fit in its column
-    baseline_s: float | None  # the uninstrumented run's main loop
+    baseline_runs_s: list[float]  # the plain runs' main loops, one before and one after the profiled run (or none)
     env_frames: int
     baseline_env_frames: int | None
     kernel_busy_s: float
     nvml_busy_s: float | None
     window_clock: LoopClock | None = None  # the profiled run's event loop: main-thread CPU and core-wait seconds
-    baseline_clock: LoopClock | None = None  # the same for the uninstrumented run
+    baseline_clock: LoopClock | None = None  # the same for the plain runs, their mean
     events: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -54,6 +54,11 @@ class Breakdown:
     def corrected_unloaded_deviation(self) -> float | None:
         pair = self.unloaded_s
         return None if pair is None or pair[1] <= 0 else pair[0] / pair[1] - 1.0
+
+    @property
+    def baseline_s(self) -> float | None:
+        """The uninstrumented main loop: the mean of the plain runs that bracket the profiled one."""
+        return sum(self.baseline_runs_s) / len(self.baseline_runs_s) if self.baseline_runs_s else None
 
     @property
     def corrected_s(self) -> float:
@@ -80,7 +85,7 @@ class Breakdown:
             "event_costs_s": self.costs.to_dict(), "events": self.events,
             "window_s": self.window_s, "overhead_s": self.overhead_s, "overhead_excess_s": self.excess_s,
             "corrected_s": self.corrected_s, "columns_sum_s": self.columns_s,
-            "uninstrumented_s": self.baseline_s,
+            "uninstrumented_s": self.baseline_s, "uninstrumented_runs_s": self.baseline_runs_s,
             "corrected_vs_uninstrumented": self.deviation(self.corrected_s),
             "columns_vs_uninstrumented": self.deviation(self.columns_s),
             "window_clock": self.window_clock and asdict(self.window_clock),
@@ -128,7 +133,9 @@ def table(result: Breakdown) -> str:
     lines.append(f"instrumented main loop {result.window_s:.3f} s - instrumentation {result.overhead_s:.3f} s "
                  f"= corrected {result.corrected_s:.3f} s")
     if result.baseline_s is not None:
-        lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s ({result.baseline_env_frames:,} frames; "
+        runs = " and ".join(f"{t:.3f}" for t in result.baseline_runs_s)
+        lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s (mean of {runs} s, before and after; "
+                     f"{result.baseline_env_frames:,} frames; "
                      f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
                      f"columns sum {_pct(result.deviation(result.columns_s))}")
         if result.unloaded_s is not None:

@@ -1,7 +1,10 @@
 """What one instrumentation event costs, measured on this machine at start, so the breakdown can subtract it.
 
 Each cost is a difference of two loops' CPU time (the thread's own, so time a busy machine keeps the thread waiting
-does not count), with and without the instrumentation, each repeated and reduced to its fastest run:
+does not count), with and without the instrumentation, run back to back many times: the median of the paired
+differences. A shared virtual machine changes speed by tens of percent from one second to the next; a pair sees
+the same speed, where the fastest run of each kind may come from different phases and leave a difference of
+nothing:
 
 - `scope_s`: a Timing scope observed by the range hook under the profiler, minus a plain Timing scope;
 - `sim_s`: a call through the simulator-range wrapper, minus the plain call;
@@ -89,13 +92,17 @@ def _loop_calls(fn, n: int) -> float:
     return time.thread_time() - start
 
 
+def _paired_median(with_: list[float], without: list[float]) -> float:
+    return statistics.median(a - b for a, b in zip(with_, without))
+
+
 def _recorded_ops(prof) -> int:
     return sum(1 for e in prof.profiler.kineto_results.events() if e.device_type() == torch.autograd.DeviceType.CPU)
 
 
 def measure_op_cost(steps: int = 25, repeats: int = 15) -> float:
     """Seconds the profiler adds per recorded operator in `TrainingMix`: many short runs each way, alternating, and
-    the fastest of each, so a burst of a neighbour's work on a shared machine spoils single runs, not the result."""
+    the median of the paired differences, so a burst of a neighbour's work spoils single pairs, not the result."""
     mix = TrainingMix()
     for _ in range(10):  # first calls allocate and pick kernels
         mix.step()
@@ -105,10 +112,10 @@ def measure_op_cost(steps: int = 25, repeats: int = 15) -> float:
         with torch.profiler.profile(activities=profiler_activities()) as prof:
             profiled.append(_loop_calls(mix.step, steps))
         recorded.append(_recorded_ops(prof))
-    return max(0.0, (min(profiled) - min(plain)) / statistics.median(recorded))
+    return max(0.0, statistics.median((p - q) / r for p, q, r in zip(profiled, plain, recorded)))
 
 
-def measure_event_costs(n: int = 20_000, repeats: int = 5, mix_steps: int = 25, mix_repeats: int = 15) -> EventCosts:
+def measure_event_costs(n: int = 10_000, repeats: int = 9, mix_steps: int = 25, mix_repeats: int = 15) -> EventCosts:
     """The four per-event costs of this process on this machine (a few seconds)."""
     timing = Timing("calibration")
     x = torch.ones(16)
@@ -133,6 +140,6 @@ def measure_event_costs(n: int = 20_000, repeats: int = 5, mix_steps: int = 25, 
                 x.resolve_conj()
         lengths = [e.duration_ns() for e in prof.profiler.kineto_results.events() if e.name() == "aten::resolve_conj"]
         inside.append(statistics.median(lengths) / 1e9)
-    scope, sim = (max(0.0, (min(observed[k]) - min(plain[k])) / n) for k in ("scope", "sim"))
+    scope, sim = (max(0.0, _paired_median(observed[k], plain[k]) / n) for k in ("scope", "sim"))
     op = measure_op_cost(mix_steps, mix_repeats)
     return EventCosts(scope, sim, op, min(min(inside), op))

@@ -162,6 +162,14 @@ def total_clock(clocks: list[LoopClock]) -> LoopClock:
     return LoopClock(sum(c.cpu_s for c in clocks), None if None in waits else sum(waits))
 
 
+def mean_clock(clocks: list[LoopClock]) -> LoopClock | None:
+    """The average of several runs' clocks (None for none)."""
+    if not clocks:
+        return None
+    total = total_clock(clocks)
+    return LoopClock(total.cpu_s / len(clocks), None if total.core_wait_s is None else total.core_wait_s / len(clocks))
+
+
 @dataclass
 class Capture:
     """The profiler session of one training run; `profiler` holds the events once the window has closed."""
