@@ -67,7 +67,11 @@ class Result:
     command: str
     sf_fps: list[float] = field(default_factory=list)
     sample_factory_fps: list[float] = field(default_factory=list)
-    bare_env_steps_per_s: float | None = None
+    bare_env_rates: list[float] = field(default_factory=list)  # one before each repeat: the machine's speed drifts
+
+    @property
+    def bare_env_steps_per_s(self) -> float | None:
+        return sum(self.bare_env_rates) / len(self.bare_env_rates) if self.bare_env_rates else None
 
     @property
     def share_of_bare_env(self) -> float | None:
@@ -164,11 +168,11 @@ def _usage_error(message: str) -> int:
 def run_suite(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     result = Result(args.suite, f"python -m {suite.module} {' '.join(suite.flags + tuple(args.extra))}")
-    result.bare_env_steps_per_s = bare_env_rate(suite)
-    print(f"bare env: {result.bare_env_steps_per_s:.0f} steps/s on one core", flush=True)
     repo = Path(__file__).resolve().parents[1]
     sf_cwd = Path(args.sample_factory_cwd or tempfile.gettempdir())
     for i in range(args.repeats):
+        result.bare_env_rates.append(bare_env_rate(suite))
+        print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s on one core", flush=True)
         result.sf_fps.append(run_training(sys.executable, suite, args.extra, repo))
         print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
         if args.sample_factory:
@@ -179,6 +183,7 @@ def run_suite(args: argparse.Namespace) -> int:
     print(f"sf FPS / bare env steps per second: {result.share_of_bare_env:.1%}")
     if args.out:
         Path(args.out).write_text(json.dumps({**asdict(result), "ratio": result.ratio,
+                                              "bare_env_steps_per_s": result.bare_env_steps_per_s,
                                               "share_of_bare_env": result.share_of_bare_env}, indent=2))
     return 0
 

@@ -182,9 +182,10 @@ def _placement_flags(g: _Group) -> None:
               "rollout worker i waits i / num_workers times this many seconds before its first step, so "
               "workers do not deliver their trajectories in bursts")
     g.boolean("decorrelate_envs_on_one_worker", True,
-              "at start, env i of a worker first takes i * --rollout random actions (not counted or trained on; "
-              "modulo the env's time limit when it has one), so the envs of one worker do not reset in the same "
-              "rollout")
+              "at start, env i of a worker is put i * --rollout steps out of phase with env 0, so the envs of one "
+              "worker do not reset in the same rollout: with a time limit its first episode is truncated that many "
+              "steps early (modulo the limit); without one it first takes that many random actions (not counted "
+              "or trained on)")
     g.int_list("actor_worker_gpus", [], _only("actor_worker_gpus"))
     g.boolean("set_workers_cpu_affinity", True, "pin rollout worker i to the i-th allowed CPU core, round robin")
     g.boolean("force_envs_single_thread", True, "start rollout worker processes with one thread per math library "

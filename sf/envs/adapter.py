@@ -54,10 +54,27 @@ class EnvAdapter:
         obs = self._obs(obs) if self._stack is None else self._stack.step(self._obs(obs))
         return obs, float(reward), bool(terminated), bool(truncated), info
 
+    def cut_first_episode(self, steps: int) -> None:
+        """End the running episode as truncated after at most `steps` more steps, once: the env then resets on the
+        same schedule as if it had started `max_episode_steps - steps` steps into that episode, without simulating
+        those steps. The plain step comes back at the first episode end, so later steps pay nothing for it."""
+        remaining, env_step = steps, self.env.step
+
+        def step(action):
+            nonlocal remaining
+            obs, reward, terminated, truncated, info = env_step(action)
+            remaining -= 1
+            if terminated or truncated or remaining <= 0:
+                self._env_step = env_step
+                truncated = truncated or not terminated
+            return obs, reward, terminated, truncated, info
+
+        self._env_step = step
+
     def random_steps(self, n: int, seed: int | None = None) -> dict[str, np.ndarray] | None:
         """Take `n` uniformly random actions, resetting on episode ends; the last observation (None if n == 0).
 
-        Used to start the envs of one worker at different points of their episodes.
+        Used to start the envs of one worker at different points of their episodes when they have no time limit.
         """
         self.env.action_space.seed(seed)
         obs = None
