@@ -60,7 +60,7 @@ class EnvAdapter:
         those steps. The plain step comes back at the first episode end, so later steps pay nothing for it."""
         remaining, env_step = steps, self.env.step
 
-        def step(action):
+        def step_until_cut(action):
             nonlocal remaining
             obs, reward, terminated, truncated, info = env_step(action)
             remaining -= 1
@@ -69,7 +69,7 @@ class EnvAdapter:
                 truncated = truncated or not terminated
             return obs, reward, terminated, truncated, info
 
-        self._env_step = step
+        self._env_step = step_until_cut
 
     def random_steps(self, n: int, seed: int | None = None) -> dict[str, np.ndarray] | None:
         """Take `n` uniformly random actions, resetting on episode ends; the last observation (None if n == 0).
