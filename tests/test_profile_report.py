@@ -136,3 +136,22 @@ def test_induced_communication_bottleneck_gets_its_verdict(tmp_path):
 def test_induced_bottleneck_gets_its_verdict_slow(kind, tmp_path):
     exp = run_case(CASES[kind], str(tmp_path), kind)
     assert assess(load_experiment(exp)).kind == kind
+
+
+def _snapshot(t: float, frames: int, final: bool = False):
+    from sf.profiling.series import Snapshot
+
+    return Snapshot(t=t, frames=frames, pid=1, final=final, cpu_s=None, run_delay_s=None, cores=2, tree={},
+                    lifetime_s=t)
+
+
+def test_steady_window_needs_a_quarter_of_the_run():
+    """A 10-second run reports once at 10.00 s and ends at 10.04 s: that pair is no steady state, the whole life
+    is used; two reports 5 s apart in a 12-s run are."""
+    from sf.profiling.run_data import steady_window
+
+    short = [_snapshot(0.5, 0), _snapshot(10.0, 36_864), _snapshot(10.04, 40_960, final=True)]
+    assert steady_window(short) is None
+    long = [_snapshot(0.5, 0), _snapshot(5.0, 20_000), _snapshot(10.0, 40_000), _snapshot(12.0, 48_000, final=True)]
+    first, last = steady_window(long)
+    assert (first.t, last.t) == (5.0, 10.0)

@@ -83,15 +83,24 @@ def _activity(name: str, pid: int, tree: dict, lifetime: float, steady: bool, **
                              steady=steady, **clock)
 
 
+MIN_STEADY_SHARE = 0.25  # a steady window shorter than this share of the run says more about its edges
+
+
 def steady_window(snapshots: list[Snapshot]) -> tuple[Snapshot, Snapshot] | None:
-    """First and last periodic snapshots after frames started counting; the final one if no other is left."""
+    """First and last periodic snapshots after frames started counting; the final one if no other is left. None
+    (use the whole life) when that pair spans under a quarter of the run: a short run's one periodic snapshot and
+    its final one can lie a few milliseconds apart, and shares of such a window are noise."""
     counted = [s for s in snapshots if s.frames > 0]
     periodic = [s for s in counted if not s.final]
     if len(periodic) >= 2:
-        return periodic[0], periodic[-1]
-    if len(counted) >= 2:
-        return counted[0], counted[-1]
-    return None
+        first, last = periodic[0], periodic[-1]
+    elif len(counted) >= 2:
+        first, last = counted[0], counted[-1]
+    else:
+        return None
+    if last.t - first.t < MIN_STEADY_SHARE * snapshots[-1].t:
+        return None
+    return first, last
 
 
 def load_experiment(path: str | Path) -> Experiment:
