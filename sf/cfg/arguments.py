@@ -178,6 +178,10 @@ def _placement_flags(g: _Group) -> None:
               "is dropped on arrival and masked out of the loss at training time")
     g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")
     g.integer("num_envs_per_worker", 2, "environments stepped by each rollout worker")
+    g.integer("env_threads", 1, "threads each rollout worker steps its envs with (the worker's own thread among them). "
+              "Pays where the env's step releases the GIL (MuJoCo's simulation does) and cores are free, as in a "
+              "serial run on a multi-core machine; with more than 1, cProfile and yappi in their default mode see only "
+              "the worker thread's share of the env steps")
     g.integer("decorrelate_experience_max_seconds", 0,
               "rollout worker i waits i / num_workers times this many seconds before its first step, so "
               "workers do not deliver their trajectories in bursts")

@@ -32,7 +32,8 @@ from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_wo
 from sf.profiling.nvml import open_sampler
 from sf.profiling.spans import SCOPE, Span, spans_from_kineto
 
-SERIAL_FLAGS = ("--serial_mode=True", "--async_rl=False")
+# one thread steps the envs: the attribution follows the main thread, and the simulator ranges must lie on it
+SERIAL_FLAGS = ("--serial_mode=True", "--async_rl=False", "--env_threads=1")
 
 
 def training_module(flags: list[str]) -> tuple[str, list[str]]:

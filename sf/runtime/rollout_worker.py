@@ -4,12 +4,16 @@ ask an inference worker for the next actions, hand finished trajectories to the 
 Envs are split into `worker_num_splits` groups: while one group waits for its actions the others step
 (double-buffered sampling). Every env keeps its own step index, so an env that waits (for a free slot,
 or in synchronous mode for the next policy version) simply joins its group's next request later.
+
+With `--env_threads` > 1 a group's envs step in that many contiguous chunks at once, the worker's thread taking the
+first: simulators that release the GIL while they compute (MuJoCo) then use more than one core per worker.
 """
 from __future__ import annotations
 
 import random
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
@@ -29,6 +33,7 @@ class RolloutWorker(Component):
         self.num_envs = cfg.num_envs_per_worker
         self.sync = not cfg.async_rl
         self.handlers = {"actions": self._on_actions, "release": self._on_release, "policy_version": self._on_version}
+        self.env_pool: ThreadPoolExecutor | None = None
 
     # set-up ------------------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -52,6 +57,8 @@ class RolloutWorker(Component):
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = [0] * cfg.num_policies
+        self.env_pool = (ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
+                         if cfg.env_threads > 1 else None)
         self.done_count = [0] * n
         self.num_splits = cfg.worker_num_splits
         per_split = n // self.num_splits
@@ -136,8 +143,11 @@ class RolloutWorker(Component):
         dones_np, time_outs_np, rnn_np = b.np["dones"], b.np["time_outs"], b.np["rnn_states"]
         slot, t, envs = self.slot, self.t, self.envs
         with timing.add_time("env_step"):
-            results = [envs[i].step(actions_np[slot[i], t[i]]) for i in stepping]
-            resets = {k: envs[stepping[k]].reset() for k, r in enumerate(results) if r[2] or r[3]}
+            if self.env_pool is None:
+                results = [envs[i].step(actions_np[slot[i], t[i]]) for i in stepping]
+                resets = {k: envs[stepping[k]].reset() for k, r in enumerate(results) if r[2] or r[3]}
+            else:
+                results, resets = self._step_in_threads(stepping)
         with timing.add_time("overhead"):
             ep_return, ep_len, ready = self.ep_return, self.ep_len, self.ready[split]
             for k, (i, (obs, reward, terminated, truncated, _)) in enumerate(zip(stepping, results)):
@@ -162,6 +172,24 @@ class RolloutWorker(Component):
                         self._complete(i, ready)
                 else:
                     ready.append(i)
+
+    def _step_in_threads(self, stepping: list[int]) -> tuple[list[tuple], dict[int, dict]]:
+        """The same as the one-thread loop, in `--env_threads` contiguous chunks: results in `stepping` order."""
+        size = -(-len(stepping) // self.cfg.env_threads)
+        chunks = [stepping[k:k + size] for k in range(0, len(stepping), size)]
+        futures = [self.env_pool.submit(self._step_and_reset, chunk) for chunk in chunks[1:]]
+        done = self._step_and_reset(chunks[0])
+        for future in futures:
+            done += future.result()
+        return [result for result, _ in done], {k: reset for k, (_, reset) in enumerate(done) if reset is not None}
+
+    def _step_and_reset(self, ids: list[int]) -> list[tuple[tuple, dict | None]]:
+        envs, actions_np, slot, t = self.envs, self.buffers.np["actions"], self.slot, self.t
+        done = []
+        for i in ids:
+            result = envs[i].step(actions_np[slot[i], t[i]])
+            done.append((result, envs[i].reset() if result[2] or result[3] else None))
+        return done
 
     def _update_wait(self) -> None:
         """Name what the worker waits for now: actions while a request is out, else a new policy version
@@ -271,5 +299,7 @@ class RolloutWorker(Component):
 
     def on_stop(self) -> None:
         self._send_episode_stats()
+        if self.env_pool is not None:
+            self.env_pool.shutdown()
         for env in self.envs:
             env.close()

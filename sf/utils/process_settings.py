@@ -61,4 +61,6 @@ def apply_process_settings(cfg, kind: str, index: int) -> None:
             log.warning("--default_niceness=%d needs privileges this user lacks; priority unchanged",
                         cfg.default_niceness)
     if kind == "rollout" and cfg.set_workers_cpu_affinity and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {worker_core(index)})
+        # a worker stepping its envs on several threads gets as many cores, the next ones round robin
+        threads = cfg.env_threads
+        os.sched_setaffinity(0, {worker_core(index * threads + k) for k in range(threads)})
