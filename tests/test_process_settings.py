@@ -15,14 +15,15 @@ PROBE = """
 import json, os, sys, types
 from sf.utils.process_settings import apply_process_settings
 cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=int(sys.argv[1]),
-                            set_workers_cpu_affinity=sys.argv[2] == "1")
+                            set_workers_cpu_affinity=sys.argv[2] == "1", env_threads=int(sys.argv[5]))
 apply_process_settings(cfg, sys.argv[3], int(sys.argv[4]))
 print(json.dumps({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))}))
 """
 
 
-def _probe(niceness: int, pin: bool, kind: str, index: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(niceness), "1" if pin else "0", kind, str(index)],
+def _probe(niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(niceness), "1" if pin else "0", kind, str(index),
+                          str(env_threads)],
                          capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -56,6 +57,13 @@ def test_rollout_worker_is_pinned_round_robin_and_reniced():
     assert pinned["cores"] == [worker_core(3)]
     assert pinned["nice"] == lower
     assert base["cores"] == sorted(os.sched_getaffinity(0)) and base["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_a_worker_stepping_envs_on_two_threads_gets_two_cores():
+    """Worker 1 with --env_threads=2 takes the cores of worker slots 2 and 3 (round robin over the allowed ones)."""
+    pinned = _probe(0, True, "rollout", 1, env_threads=2)
+    assert pinned["cores"] == sorted({worker_core(2), worker_core(3)})
 
 
 def test_only_rollout_workers_are_pinned_and_serial_keeps_its_priority():
