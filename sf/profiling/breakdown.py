@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
                        baseline_runs_s=[run[0] for run in plain_runs], env_frames=frames,
                        baseline_env_frames=plain_runs[0][1] if plain_runs else None,
-                       window_clock=total_clock(capture.loop_clocks), baseline_clock=mean_clock([run[2] for run in plain_runs]),
-                       **pieces)
+                       window_clock=total_clock(capture.loop_clocks),
+                       baseline_clock=mean_clock([run[2] for run in plain_runs]), **pieces)
     out_dir = experiment_dir / "profiling"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "breakdown.json").write_text(json.dumps(result.to_dict(), indent=2))
