@@ -1,31 +1,32 @@
 """Per-process OS settings: thread variables reach spawned children, priority and pinning are applied."""
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
-import subprocess
-import sys
+import types
 
 import pytest
 
-from sf.utils.process_settings import THREAD_VARIABLES, thread_limits, worker_core
+from sf.utils.process_settings import THREAD_VARIABLES, apply_process_settings, thread_limits, worker_core
 
-PROBE = """
-import json, os, sys, types
-from sf.utils.process_settings import apply_process_settings
-cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=int(sys.argv[1]),
-                            set_workers_cpu_affinity=sys.argv[2] == "1", env_threads=int(sys.argv[5]))
-apply_process_settings(cfg, sys.argv[3], int(sys.argv[4]))
-print(json.dumps({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))}))
-"""
+def _apply_and_report(queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int) -> None:
+    cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=niceness, set_workers_cpu_affinity=pin,
+                                env_threads=env_threads)
+    apply_process_settings(cfg, kind, index)
+    queue.put({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))})
 
 
 def _probe(niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(niceness), "1" if pin else "0", kind, str(index),
-                          str(env_threads)],
-                         capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """The settings a component process of `kind` ends up with, applied in a forked child (fast: torch is already
+    imported) so this process keeps its own priority and cores."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads))
+    child.start()
+    seen = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    return seen
 
 
 def _child_environment(queue) -> None:
