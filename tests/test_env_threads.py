@@ -97,3 +97,17 @@ def test_three_threads_write_what_one_thread_writes():
 def test_env_threads_below_one_is_refused():
     with pytest.raises(ConfigError, match="env_threads"):
         validate_cfg(default_cfg(env="CartPole-v1", env_threads=0))
+
+
+def test_an_env_error_on_a_pool_thread_reaches_the_worker():
+    """Env 5 steps in the third chunk, on a pool thread: its exception surfaces in the worker's own call, as it
+    would with one thread, so the run ends with the env's error."""
+    worker = _worker(3)
+
+    def broken(action):
+        raise ValueError("env 5 broke")
+
+    worker.envs[5]._env_step = broken
+    with pytest.raises(ValueError, match="env 5 broke"):
+        worker._step_envs(list(range(worker.num_envs)), 0)
+    worker.on_stop()
