@@ -126,10 +126,17 @@ def test_envs_of_one_worker_start_apart_by_one_rollout_each():
     assert worker.ep_return == [0.0] * 4 and worker.ep_len == [0] * 4  # nothing counted
 
 
-def test_with_a_time_limit_the_first_episode_ends_early_instead():
-    """With a 12-step limit env i's first episode is truncated (i * rollout) mod 12 steps early: the resets come on
-    the schedule random steps would give, and nothing is simulated before the first trained step."""
+def test_decorrelation_wraps_at_the_time_limit():
+    """Past the time limit the same reset phase comes sooner: env i takes (i * rollout) mod limit random steps."""
     worker = _started_worker(env="step_counter_12", num_workers=1, seed=1)
+    assert [env.env.total_steps for env in worker.envs] == [0, 8, 16 % 12, 24 % 12]
+
+
+def test_by_truncation_the_first_episode_ends_early_instead():
+    """With a 12-step limit and --decorrelate_by_truncation, env i's first episode is truncated (i * rollout) mod 12
+    steps early: the resets come on the schedule random steps would give, and nothing is simulated before the
+    first trained step."""
+    worker = _started_worker(env="step_counter_12", num_workers=1, seed=1, decorrelate_by_truncation=True)
     assert [env.env.total_steps for env in worker.envs] == [0, 0, 0, 0]
     first_end = []
     for env in worker.envs:

@@ -186,10 +186,13 @@ def _placement_flags(g: _Group) -> None:
               "rollout worker i waits i / num_workers times this many seconds before its first step, so "
               "workers do not deliver their trajectories in bursts")
     g.boolean("decorrelate_envs_on_one_worker", True,
-              "at start, env i of a worker is put i * --rollout steps out of phase with env 0, so the envs of one "
-              "worker do not reset in the same rollout: with a time limit its first episode is truncated that many "
-              "steps early (modulo the limit); without one it first takes that many random actions (not counted "
-              "or trained on)")
+              "at start, env i of a worker first takes i * --rollout random actions (not counted or trained on; "
+              "modulo the env's time limit when it has one), so the envs of one worker do not reset in the same "
+              "rollout")
+    g.boolean("decorrelate_by_truncation", False,
+              "with --decorrelate_envs_on_one_worker and an env with a time limit: instead of the random actions, "
+              "truncate env i's first episode that many steps early (the same reset schedule, nothing simulated "
+              "to get there; the MuJoCo examples' default, where each step is expensive)")
     g.int_list("actor_worker_gpus", [], _only("actor_worker_gpus"))
     g.boolean("set_workers_cpu_affinity", True, "pin rollout worker i to the i-th allowed CPU core, round robin")
     g.boolean("force_envs_single_thread", True, "start rollout worker processes with one thread per math library "

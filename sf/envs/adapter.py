@@ -74,7 +74,7 @@ class EnvAdapter:
     def random_steps(self, n: int, seed: int | None = None) -> dict[str, np.ndarray] | None:
         """Take `n` uniformly random actions, resetting on episode ends; the last observation (None if n == 0).
 
-        Used to start the envs of one worker at different points of their episodes when they have no time limit.
+        Used to start the envs of one worker at different points of their episodes.
         """
         self.env.action_space.seed(seed)
         obs = None

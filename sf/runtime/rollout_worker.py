@@ -81,13 +81,14 @@ class RolloutWorker(Component):
                 seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
                 obs = env.reset(seed=seed)
                 if cfg.decorrelate_envs_on_one_worker and i > 0:
-                    # env i runs i rollouts out of phase with env 0, so the worker's envs do not reset together. With
-                    # a time limit its first episode ends that much early (same resets, nothing simulated to get
-                    # there); without one it takes that many random steps first
+                    # env i runs i rollouts out of phase with env 0, so the worker's envs do not reset together; past
+                    # the time limit the same reset phase comes sooner. With --decorrelate_by_truncation its first
+                    # episode ends that much early instead (same resets, nothing simulated to get there)
                     offset, limit = cfg.rollout * i, env.max_episode_steps
-                    if limit and offset % limit:
-                        env.cut_first_episode(limit - offset % limit)
-                    elif not limit:
+                    offset = offset % limit if limit else offset
+                    if offset and limit and cfg.decorrelate_by_truncation:
+                        env.cut_first_episode(limit - offset)
+                    elif offset:
                         obs = env.random_steps(offset, seed)
                 self.envs.append(env)
                 slot = self.free.popleft()
