@@ -26,15 +26,16 @@ def train(args: list[str], frames: int = 1500) -> subprocess.CompletedProcess:
 
 
 def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
-    train([*TINY, f"--train_dir={tmp_path}", "--experiment=spy", "--profiling_backend=py_spy",
-           "--profiling_worker_groups", "RolloutWorker"], frames=8000)
+    # 16 envs per worker: stepping them, not waiting for actions, is most of a rollout worker's time
+    train([*TINY, "--num_envs_per_worker=16", "--batch_size=512", f"--train_dir={tmp_path}", "--experiment=spy",
+           "--profiling_backend=py_spy", "--profiling_worker_groups", "RolloutWorker"], frames=100_000)
     out = tmp_path / "spy" / "profiling"
     outputs = sorted(p.name for p in out.iterdir() if not p.name.endswith(".log"))
     assert outputs == [f"RolloutWorker_w{w}.{ext}" for w in (0, 1) for ext in ("speedscope.json", "svg")]
     for w in (0, 1):
         profile = json.loads((out / f"RolloutWorker_w{w}.speedscope.json").read_text())
         frames = {frame["name"] for frame in profile["shared"]["frames"]}
-        # a sampler at 100 Hz: enough frames that stepping the envs is sampled tens of times, not a handful
+        # 100 Hz, idle samples dropped: 50k steps per worker sample stepping the envs fifty times or more
         assert "RolloutWorker._on_actions" in frames, sorted(frames)
         assert not any(name.startswith(("Learner.", "InferenceWorker.")) for name in frames)
         assert (out / f"RolloutWorker_w{w}.svg").read_text().rstrip().endswith("</svg>")
