@@ -94,10 +94,14 @@ def test_parallel_run_explains_every_components_lifetime(parallel_run):
     exp, stdout = parallel_run
     profile = json.loads((exp / "profile.json").read_text())
     _check_run(profile, serial=False)
-    # Learner and Batcher share a process: the time one works is the other's wait
-    learner, batcher = profile["Learner 0"]["activity"], profile["Batcher 0"]["activity"]
-    assert learner["work_s"] + learner["wait_s"] == pytest.approx(batcher["work_s"] + batcher["wait_s"], rel=0.05)
-    assert len({e["pid"] for e in profile.values()}) == 5
+    # Learner and Batcher share a process, and so do each rollout worker and its inference worker (a small model on
+    # the CPU): the time one works is the other's wait
+    for a, b in (("Learner 0", "Batcher 0"), ("RolloutWorker_w0", "InferenceWorker_p0-w0"),
+                 ("RolloutWorker_w1", "InferenceWorker_p0-w1")):
+        first, second = profile[a]["activity"], profile[b]["activity"]
+        assert profile[a]["pid"] == profile[b]["pid"]
+        assert first["work_s"] + first["wait_s"] == pytest.approx(second["work_s"] + second["wait_s"], rel=0.05)
+    assert len({e["pid"] for e in profile.values()}) == 4
     for name, entry in profile.items():
         res = entry["resources"]
         header = f"{name}: cpu {res['cpu_user_s'] + res['cpu_system_s']:.1f} s of {res['wall_s']:.1f} s, rss "

@@ -27,8 +27,9 @@ def train(args: list[str], frames: int = 1500) -> subprocess.CompletedProcess:
 
 def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
     # 16 envs per worker: stepping them, not waiting for actions, is most of a rollout worker's time
-    train([*TINY, "--num_envs_per_worker=16", "--batch_size=512", f"--train_dir={tmp_path}", "--experiment=spy",
-           "--profiling_backend=py_spy", "--profiling_worker_groups", "RolloutWorker"], frames=100_000)
+    train([*TINY, "--num_envs_per_worker=16", "--batch_size=512", "--inference_placement=own_process",
+           f"--train_dir={tmp_path}", "--experiment=spy", "--profiling_backend=py_spy",
+           "--profiling_worker_groups", "RolloutWorker"], frames=100_000)
     out = tmp_path / "spy" / "profiling"
     outputs = sorted(p.name for p in out.iterdir() if not p.name.endswith(".log"))
     assert outputs == [f"RolloutWorker_w{w}.{ext}" for w in (0, 1) for ext in ("speedscope.json", "svg")]

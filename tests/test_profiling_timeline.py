@@ -52,7 +52,9 @@ def _check_timeline(exp, one_process: bool) -> dict:
 
 
 def test_parallel_timeline_has_a_track_per_component_and_flows(tmp_path):
-    result = run_sf([*FAST, "--train_for_env_steps=4000", "--experiment=tl", f"--train_dir={tmp_path}"], timeout=240)
+    # inference in processes of its own: the flows between rollout and inference workers cross processes
+    result = run_sf([*FAST, "--train_for_env_steps=4000", "--experiment=tl", f"--train_dir={tmp_path}",
+                     "--inference_placement=own_process"], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:]
     trace = _check_timeline(tmp_path / "tl", one_process=False)
     assert trace["otherData"]["clock"] == timeline.SHARED_CLOCK

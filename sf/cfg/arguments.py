@@ -174,6 +174,11 @@ def _placement_flags(g: _Group) -> None:
     g.integer("worker_num_splits", 2, "groups each worker's envs are split into, so one group steps while the "
                                   "other waits for actions (double buffering)")
     g.integer("policy_workers_per_policy", 1, "inference worker processes per policy")
+    g.choice("inference_placement", ("auto", "own_process", "rollout_worker"), "auto",
+             "where a parallel run's policy forward passes run: own_process (--policy_workers_per_policy processes "
+             "per policy serve every rollout worker, batching their requests) or rollout_worker (each rollout worker "
+             "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
+             "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise")
     g.integer("max_policy_lag", 1000, "experience collected by a policy this many versions older than the learner's "
               "is dropped on arrival and masked out of the loss at training time")
     g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")

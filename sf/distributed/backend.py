@@ -47,11 +47,15 @@ class RayPlacement:
         names = set()
         for group in self.placement.groups:
             names |= {group.name} | {rollout_worker_name(w) for w in group.workers}
-            names |= {inference_worker_name(p, i) for p in range(self.cfg.num_policies) for i in self.inference_workers(group)}
+            served = group.workers if self.cfg.inference_placement == "rollout_worker" else self.inference_workers(group)
+            names |= {inference_worker_name(p, i) for p in range(self.cfg.num_policies) for i in served}
         return names
 
     def inference_workers(self, group) -> tuple[int, ...]:
-        """Indices of a node's inference workers: after the driver's, so every name in profile.json is unique."""
+        """Indices of a node's inference worker processes: after the driver's, so every name in profile.json is
+        unique; none where each rollout worker holds its own (named after the worker)."""
+        if self.cfg.inference_placement == "rollout_worker":
+            return ()
         n = self.cfg.policy_workers_per_policy
         k = self.placement.groups.index(group) + 1
         return tuple(range(k * n, (k + 1) * n))

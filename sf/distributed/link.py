@@ -32,7 +32,7 @@ from sf.distributed.transfer import unpack
 from sf.distributed.weights import WeightsPublisher
 from sf.profiling import timeline
 from sf.runtime.buffers import TrajectoryBuffers
-from sf.runtime.names import RUNNER, batcher_name, learner_name
+from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")
@@ -128,6 +128,9 @@ class NodeLink:
         for label, pid in pids.items():
             self.ctx.nodes[label] = self.node.to_dict()
             log.info("started %s pid=%d on node %s", label, pid, self.node.label)
+        if self.ctx.cfg.inference_placement == "rollout_worker":  # in the processes of the node's rollout workers
+            for p in range(self.ctx.cfg.num_policies):
+                self.ctx.nodes.update({inference_worker_name(p, w): self.node.to_dict() for w in self.group.workers})
 
     def _exchange(self) -> bool:
         """One `take` and the chunks it hands over; True once the agent has stopped. A lost agent is started again

@@ -25,6 +25,7 @@ log = logging.getLogger("sf")
 # the component groups living in each kind of process
 KIND_GROUPS: dict[str, tuple[str, ...]] = {
     "rollout": ("RolloutWorker",), "inference": ("InferenceWorker",), "learner": ("Learner", "Batcher"),
+    "rollout_inference": ("RolloutWorker", "InferenceWorker"),  # --inference_placement=rollout_worker
     "runner": ("Runner",), "serial": GROUPS,
 }
 JOIN_WAIT_S = 60.0  # profilers write their files as their process ends

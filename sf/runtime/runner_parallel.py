@@ -1,5 +1,7 @@
 """Parallel placement: each rollout worker, each inference worker and each learner (with its batcher) in
-its own process; the runner stays in this one.
+its own process; the runner stays in this one. With `--inference_placement=rollout_worker` (the default for
+small models on the CPU) there are no inference processes: each rollout worker's process also holds an inference
+worker of each policy, serving that worker alone through the local deque.
 
 Processes are started with the `spawn` method through `start_component_process`, one call per process,
 so a later option can start any chosen kind under an external command without touching the others.
@@ -24,6 +26,7 @@ from functools import partial
 
 import faster_fifo
 import faster_fifo_reduction  # noqa: F401  (lets queues travel to spawned processes)
+import torch
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
@@ -37,7 +40,7 @@ from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learn
                               rollout_worker_name)
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
-from sf.runtime.setup import EnvInfo, build_buffers, build_model
+from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
 from sf.utils.process_settings import apply_process_settings, thread_limits
 
 log = logging.getLogger("sf")
@@ -56,13 +59,19 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     ctx = mp.get_context("spawn")
     stop_event = ctx.Event()
     model = build_model(cfg, env_info, "cpu")
+    cfg.inference_placement = resolve_inference_placement(cfg, device, model)
+    experiment.write_config()  # with what auto chose
+    colocated = cfg.inference_placement == "rollout_worker"
+    log.info("policy inference %s", "in each rollout worker's process" if colocated else
+             f"in {cfg.policy_workers_per_policy} process(es) per policy")
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
     stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock()) for p in range(cfg.num_policies)]
     del model
 
     queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
     for p in range(cfg.num_policies):
-        queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
+        if not colocated:
+            queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
         queues[learner_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
     local_workers = tuple(range(cfg.num_workers)) if cluster is None else cluster.local_workers
     for w in local_workers:
@@ -71,7 +80,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         queues.update(cluster.routes())
 
     specs = [("learner", p, None) for p in range(cfg.num_policies)]
-    if local_workers:
+    if local_workers and not colocated:
         specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
     specs += [("rollout", w, None) for w in local_workers]
     shared = dict(cfg=cfg, env_info=env_info, buffers=buffers, stores=stores, queues=queues, stop_event=stop_event,
@@ -79,6 +88,8 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
 
     runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
+    if colocated:
+        expected |= {inference_worker_name(p, w) for p in range(cfg.num_policies) for w in local_workers}
     if cluster is not None:
         runner.nodes.update({name: cluster.driver.to_dict() for name in expected | {RUNNER}})
         expected |= cluster.component_names()
@@ -150,6 +161,11 @@ def _process_label(kind: str, a: int, b: int | None) -> str:
     return {"learner": learner_name(a), "rollout": rollout_worker_name(a)}.get(kind) or inference_worker_name(a, b)
 
 
+def _profiled_kind(cfg, kind: str) -> str:
+    """The kind of process as profiling selects it: a rollout worker's process may also hold inference workers."""
+    return "rollout_inference" if kind == "rollout" and cfg.inference_placement == "rollout_worker" else kind
+
+
 def _routes(cfg, queues: dict) -> dict:
     routes = {name: q for name, q in queues.items()}
     for p in range(cfg.num_policies):
@@ -163,7 +179,7 @@ def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict)
     proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
     cfg = shared["cfg"]
     with thread_limits(kind == "rollout" and cfg.force_envs_single_thread), \
-            profiling.launched_under_profiler(ctx, cfg.profiling, kind, label):
+            profiling.launched_under_profiler(ctx, cfg.profiling, _profiled_kind(cfg, kind), label):
         proc.start()
     return proc
 
@@ -177,7 +193,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
     restore_registry(shared["envs"])
-    if kind != "rollout":
+    if _profiled_kind(cfg, kind) != "rollout":
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
     queues = shared["queues"]
     runner_q = queues[RUNNER]
@@ -190,7 +206,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
             recorder = timeline.Recorder()
             loop.enable_timeline(recorder)
         store = shared["stores"][a if kind != "rollout" else 0]
-        profile = profiling.attach(cfg.profiling, kind, _process_label(kind, a, b), loop, store)
+        profile = profiling.attach(cfg.profiling, _profiled_kind(cfg, kind), _process_label(kind, a, b), loop, store)
         if profile is not None:
             profile.begin()
         loop.every(PARENT_CHECK_S, partial(_stop_if_orphaned, parent))
@@ -226,6 +242,13 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, queues), stop_event=shared["stop_event"])
     if kind == "rollout":
         loop.add(RolloutWorker(cfg, a, buffers))
+        if cfg.inference_placement == "rollout_worker":
+            for p in range(cfg.num_policies):
+                model = build_model(cfg, env_info, device, seed_offset=p)
+                loop.add(InferenceWorker(cfg, p, a, buffers, model, shared["stores"][p], device),
+                         aliases=(policy_queue_name(p),))
+            if cfg.seed is not None:  # the weights come from the store; this seeds the action sampling, per worker
+                torch.manual_seed(cfg.seed * 7919 + 104_729 + a)
     elif kind == "inference":
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
