@@ -18,7 +18,7 @@ from sf.cfg.arguments import default_cfg
 from sf.cfg.unsupported import UNSUPPORTED
 
 BASE = Layout(num_workers=2, num_envs_per_worker=8, worker_num_splits=2, policy_workers_per_policy=1,
-              batched_sampling=False)
+              inference_placement="own_process", batched_sampling=False)
 FOUR_CORES = Limits(cpus=4, batched_sampling=True)
 
 
@@ -55,9 +55,17 @@ def test_inference_bound_grows_batches_and_inference_workers():
     ]
 
 
-def test_communication_bound_sends_more_frames_per_message():
+def test_inference_bound_in_the_rollout_workers_tries_a_shared_inference_process():
+    layout = replace(BASE, inference_placement="rollout_worker")
+    proposed = [changed(layout, c) for c, _ in candidates(layout, "inference", FOUR_CORES)]
+    assert proposed.index({"inference_placement": ("rollout_worker", "own_process")}) == 2  # after larger requests
+    assert {"policy_workers_per_policy": (1, 2), "inference_placement": ("rollout_worker", "own_process")} in proposed
+
+
+def test_communication_bound_sends_no_messages_then_more_frames_per_message():
     proposed = [c for c, _ in candidates(BASE, "communication", FOUR_CORES)]
     assert [changed(BASE, c) for c in proposed] == [
+        {"inference_placement": ("own_process", "rollout_worker")},
         {"num_envs_per_worker": (8, 16)},
         {"worker_num_splits": (2, 1)},
         {"batched_sampling": (False, True)},
@@ -86,7 +94,8 @@ def test_batched_stepping_is_proposed_only_where_the_runtime_accepts_it():
 
 def test_no_verdict_explores_every_axis():
     axes = {key for c, _ in candidates(BASE, None, FOUR_CORES) for key in changed(BASE, c)}
-    assert axes == {"num_envs_per_worker", "num_workers", "worker_num_splits", "policy_workers_per_policy"}
+    assert axes == {"num_envs_per_worker", "num_workers", "worker_num_splits", "policy_workers_per_policy",
+                    "inference_placement"}
 
 
 @pytest.mark.parametrize("verdict", [None, "simulation", "inference", "communication"])
@@ -95,7 +104,8 @@ def test_every_candidate_is_new_valid_and_within_limits(verdict):
     rng = random.Random(0)
     for _ in range(200):
         splits = rng.choice([1, 2, 4])
-        layout = Layout(rng.randint(1, 6), splits * rng.randint(1, 4), splits, rng.randint(1, 2), rng.random() < 0.5)
+        layout = Layout(rng.randint(1, 6), splits * rng.randint(1, 4), splits, rng.randint(1, 2),
+                        rng.choice(["auto", "own_process", "rollout_worker"]), rng.random() < 0.5)
         proposed = [c for c, _ in candidates(layout, verdict, limits)]
         assert layout not in proposed and len(set(proposed)) == len(proposed)
         for c in proposed:
@@ -108,6 +118,7 @@ def test_serial_mode_changes_no_process_counts():
     for verdict in (None, "simulation", "inference"):
         for c, _ in candidates(BASE, verdict, Limits(cpus=4, serial=True)):
             assert c.num_workers == BASE.num_workers and c.policy_workers_per_policy == 1
+            assert c.inference_placement == BASE.inference_placement
 
 
 def trial(fps: float, workers: int = 2) -> Trial:

@@ -8,6 +8,7 @@ own experiment folders `sampling/` and `training/`.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -52,7 +53,7 @@ class EnvBenchmark:
 
 def layout_of(cfg) -> dict:
     keys = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
-            "batched_sampling", "serial_mode", "async_rl")
+            "inference_placement", "batched_sampling", "serial_mode", "async_rl")
     return {key: getattr(cfg, key) for key in keys}
 
 
@@ -81,6 +82,9 @@ def run_env_benchmark(cfg, family: Family, flags: list[str], bench_dir: Path, ph
         log(f"{PHASE_TITLES[name]} ...")
         run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)
         verdict = profile_verdict(run.experiment_dir) if run.ok else None
+        config = Path(run.experiment_dir) / "config.json"
+        if run.ok and config.exists():  # what auto resolved to
+            result.layout["inference_placement"] = json.loads(config.read_text())["inference_placement"]
         fps = run.best_fps if run.ok else 0.0
         result.phases.append(Phase(name, fps, run.fps if run.ok else None,
                                    fps / ceiling.fps if ceiling.fps > 0 else None, verdict,

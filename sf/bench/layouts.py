@@ -7,9 +7,9 @@ bottleneck means:
   fewer workers than there are cores' worth of processes when oversubscribed, double buffering, batched stepping
   (where the runtime has it: `--batched_sampling=True` is refused while sf has no vectorized sampler);
 - inference-bound: each forward pass is too small or too slow: larger requests (more envs per worker, fewer
-  splits) and more inference workers;
-- communication-bound: the per-message cost dominates: more envs per message (more envs per worker, fewer
-  splits) and batched stepping;
+  splits), inference in processes of its own that batch every worker's requests, and more inference workers;
+- communication-bound: the per-message cost dominates: no messages per step at all (inference in the rollout
+  workers), more envs per message (more envs per worker, fewer splits) and batched stepping;
 - learner- or batcher-bound: collection already outruns training; no layout of workers changes that, except
   where processes outnumber the cores: then the same envs on fewer workers give the learner's core back.
 """
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from sf.cfg.unsupported import UNSUPPORTED
 
 LAYOUT_FLAGS = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
-                "batched_sampling")
+                "inference_placement", "batched_sampling")
 UNFIXABLE = {
     "learner": "learner-bound: collection already outruns training, so no worker layout can raise FPS; "
                "fewer --num_epochs, a larger --batch_size, a smaller model or a GPU for the learner can",
@@ -35,6 +35,7 @@ class Layout:
     num_envs_per_worker: int
     worker_num_splits: int
     policy_workers_per_policy: int
+    inference_placement: str  # "auto" until a run has said what it resolved to
     batched_sampling: bool
 
     @classmethod
@@ -45,8 +46,10 @@ class Layout:
         return [f"--{key}={value}" for key, value in asdict(self).items()]
 
     def describe(self) -> str:
+        inference = ("inference in the rollout workers" if self.inference_placement == "rollout_worker" else
+                     f"{self.policy_workers_per_policy} inference" + (" (auto)" if self.inference_placement == "auto" else ""))
         return (f"{self.num_workers} x {self.num_envs_per_worker} envs, {self.worker_num_splits} splits, "
-                f"{self.policy_workers_per_policy} inference, batched_sampling={self.batched_sampling}")
+                f"{inference}, batched_sampling={self.batched_sampling}")
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,21 @@ def _batched(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
 def _more_inference(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
     if limits.serial or layout.policy_workers_per_policy >= limits.cpus:
         return []
-    return [(replace(layout, policy_workers_per_policy=layout.policy_workers_per_policy + 1),
-             "one more inference worker")]
+    return [(replace(layout, policy_workers_per_policy=layout.policy_workers_per_policy + 1,
+                     inference_placement="own_process"), "one more inference worker")]
+
+
+def _placement(layout: Layout, limits: Limits, placement: str, why: str) -> list[tuple[Layout, str]]:
+    if limits.serial or layout.inference_placement == placement:
+        return []
+    return [(replace(layout, inference_placement=placement), why)]
 
 
 def _free_cores(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
     """Learner- or batcher-bound with more processes than cores: the learner shares its core with rollout workers,
     so the same envs on fewer workers may leave it more CPU. The only layout move that can help it."""
-    processes = layout.num_workers + layout.policy_workers_per_policy + 1
+    inference = 0 if layout.inference_placement == "rollout_worker" else layout.policy_workers_per_policy
+    processes = layout.num_workers + inference + 1
     if limits.serial or layout.num_workers < 2 or processes <= limits.cpus:
         return []
     fewer = layout.num_workers // 2
@@ -138,15 +148,19 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
     elif verdict == "inference":
         moves = [_more_envs(layout, "more envs per worker: larger inference batches")]
         moves += _fewer_splits(layout, "fewer splits: larger inference batches")
+        moves += _placement(layout, limits, "own_process", "inference processes batching every worker's requests")
         moves += _more_inference(layout, limits)
     elif verdict == "communication":
-        moves = [_more_envs(layout, "more envs per worker: more frames per message")]
+        moves = _placement(layout, limits, "rollout_worker", "inference in the rollout workers: no messages per step")
+        moves.append(_more_envs(layout, "more envs per worker: more frames per message"))
         moves += _fewer_splits(layout, "fewer splits: fewer messages per step")
         moves += _batched(layout, limits)
     else:
         moves = [_more_envs(layout, "more envs per worker")]
         moves += [] if limits.serial else _more_workers(layout, limits)
         moves += _fewer_splits(layout, "fewer splits")
+        moves += _placement(layout, limits, "rollout_worker", "inference in the rollout workers")
+        moves += _placement(layout, limits, "own_process", "inference in processes of its own")
         moves += _more_inference(layout, limits)
     seen: set[Layout] = {layout}
     unique = []

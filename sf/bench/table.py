@@ -23,6 +23,12 @@ def _cells(bench: EnvBenchmark) -> list[tuple[str, ...]]:
     return rows
 
 
+def _inference(layout: dict) -> str:
+    if layout.get("inference_placement") == "rollout_worker":
+        return "inference in the rollout workers"
+    return f"{layout['policy_workers_per_policy']} inference workers"
+
+
 def format_table(bench: EnvBenchmark) -> str:
     """Fixed-width table, one row per phase; FPS is the steady rate, "whole run" includes start-up."""
     rows = [HEADER, *_cells(bench)]
@@ -31,7 +37,7 @@ def format_table(bench: EnvBenchmark) -> str:
                        enumerate(zip(row, widths))).rstrip() for row in rows]
     layout = bench.layout
     title = (f"{bench.env}: {layout['num_workers']} workers x {layout['num_envs_per_worker']} envs, "
-             f"{layout['worker_num_splits']} splits, {layout['policy_workers_per_policy']} inference workers, "
+             f"{layout['worker_num_splits']} splits, {_inference(layout)}, "
              f"device {bench.device}, {bench.cpus} CPUs (load {bench.load_avg_start:.1f} at start)")
     return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:]])
 

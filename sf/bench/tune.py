@@ -9,10 +9,11 @@ never slower than the defaults as measured: below the noise margin the defaults 
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from sf.bench.families import Family
@@ -66,6 +67,15 @@ def pick_best(defaults: Trial, trials: list[Trial]) -> Trial | None:
         return None
     fastest = max(measured, key=lambda t: t.fps)
     return fastest if fastest.fps > defaults.fps * (1 + NOISE) else defaults
+
+
+def resolved_placement(layout: Layout, experiment_dir: str) -> Layout:
+    """`layout` with the inference placement its run chose for "auto" (from the run's config.json), so the next
+    moves start from what actually ran."""
+    config = Path(experiment_dir) / "config.json"
+    if layout.inference_placement != "auto" or not config.exists():
+        return layout
+    return replace(layout, inference_placement=json.loads(config.read_text())["inference_placement"])
 
 
 class Tuner:
@@ -139,6 +149,7 @@ class Tuner:
         if run.ok and self.deadline - time.monotonic() > self.stop_margin_s:
             verdict = profile_verdict(run.experiment_dir, timeout=max(1.0, self.deadline - time.monotonic() - 1.0))
         fps = run.best_fps if run.ok else 0.0
+        layout = resolved_placement(layout, run.experiment_dir)
         self.log(f"  {fps:,.0f} FPS, {f'{verdict}-bound' if verdict else 'no verdict'} ({run.status})")
         return Trial(layout, reason, fps, verdict, run.status, run.wall_s, run.experiment_dir)
 
