@@ -5,11 +5,12 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from sf.profiling.run_data import load_experiment
-from sf.profiling.bottleneck import assess, predict_fps
+from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment
+from sf.profiling.bottleneck import assess, predict_fps, process_loads
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT
@@ -155,3 +156,15 @@ def test_steady_window_needs_a_quarter_of_the_run():
     long = [_snapshot(0.5, 0), _snapshot(5.0, 20_000), _snapshot(10.0, 40_000), _snapshot(12.0, 48_000, final=True)]
     first, last = steady_window(long)
     assert (first.t, last.t) == (5.0, 10.0)
+
+
+def test_a_process_hosting_two_components_counts_its_loop_overhead_once():
+    loop = {"loop_overhead": {"time": 1.0, "children": {"serialize": {"time": 1.0, "children": {}}}}}
+    rollout = {"env_step": {"time": 3.0, "children": {}}, "wait_actions": {"time": 5.0, "children": {}}, **loop}
+    inference = {"one_step": {"time": 4.0, "children": {}}, "wait_requests": {"time": 4.0, "children": {}}, **loop}
+    components = [ComponentActivity(name, 7, role, 10.0, work, 10.0 - work - 1.0, 1.0, {}, tree)
+                  for name, role, work, tree in (("RolloutWorker_w0", "RolloutWorker", 3.0, rollout),
+                                                 ("InferenceWorker_p0-w0", "InferenceWorker", 4.0, inference))]
+    (load,) = process_loads(Experiment(Path("."), components, {}, {}))
+    assert load.label == "InferenceWorker + RolloutWorker"
+    assert load.busy == pytest.approx({"simulation": 0.3, "inference": 0.4, "communication": 0.1})

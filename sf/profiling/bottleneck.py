@@ -57,8 +57,9 @@ class Verdict:
     what_if: list[WhatIf]  # every kind, best first
 
 
-def kind_seconds(component: ComponentActivity) -> dict[str, float]:
-    """The component's busy seconds by kind (waits excluded)."""
+def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> dict[str, float]:
+    """The component's busy seconds by kind (waits excluded). The loop's overhead is the process's, repeated in the
+    tree of every component the process hosts: `loop_overhead=False` leaves it out, for all but one of them."""
     out: dict[str, float] = {}
     role_kind = ROLE_KIND.get(component.role, "communication")
 
@@ -68,7 +69,7 @@ def kind_seconds(component: ComponentActivity) -> dict[str, float]:
 
     def walk(tree: dict, kind: str | None) -> None:
         for key, node in tree.items():
-            if kind is None and key.startswith(WAIT_PREFIX):
+            if kind is None and (key.startswith(WAIT_PREFIX) or (key == LOOP_OVERHEAD and not loop_overhead)):
                 continue
             node_kind = kind
             if key in COMMUNICATION_KEYS:
@@ -100,8 +101,8 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
         if lifetime <= 0:
             continue
         busy: dict[str, float] = {}
-        for c in hosted:
-            for kind, seconds in kind_seconds(c).items():
+        for i, c in enumerate(hosted):
+            for kind, seconds in kind_seconds(c, loop_overhead=i == 0).items():
                 busy[kind] = busy.get(kind, 0.0) + seconds / lifetime
         sampled = next((c for c in members if c.cpu_s is not None), None)
         cpu = sampled.cpu_s / lifetime if sampled else None
