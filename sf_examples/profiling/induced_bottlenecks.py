@@ -46,9 +46,12 @@ CASES = {
                     ("--env=CartPole-v1", "--num_envs_per_worker=8", "--encoder_mlp_layers", "256", "256",
                      "--num_epochs=16"),
                     ("--num_epochs=8",), 12_000),
+    # inference in a process of its own: a request and its actions cross processes (in the rollout workers, the
+    # default for so small a model, there would be no per-step messages to be bound by)
     "communication": Case("communication", "sf_examples.train_gym_env",
                           ("--env=CartPole-v1", "--num_envs_per_worker=32", "--encoder_mlp_layers", "8", "8",
-                           "--worker_num_splits=4", "--batch_size=4096", "--num_batches_per_epoch=1", "--num_epochs=1"),
+                           "--worker_num_splits=4", "--batch_size=4096", "--num_batches_per_epoch=1", "--num_epochs=1",
+                           "--inference_placement=own_process"),
                           ("--worker_num_splits=2",), 150_000),
 }
 
