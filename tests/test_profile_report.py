@@ -168,3 +168,18 @@ def test_a_process_hosting_two_components_counts_its_loop_overhead_once():
     (load,) = process_loads(Experiment(Path("."), components, {}, {}))
     assert load.label == "InferenceWorker + RolloutWorker"
     assert load.busy == pytest.approx({"simulation": 0.3, "inference": 0.4, "communication": 0.1})
+
+
+def test_a_wait_on_a_component_of_the_same_process_says_so():
+    from sf.profiling.report import wait_lines
+
+    def component(name, role, pid, wait_key):
+        return ComponentActivity(name, pid, role, 10.0, 4.0, 5.0, 1.0, {wait_key: 5.0}, {})
+
+    colocated = [component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
+                 component("InferenceWorker_p0-w0", "InferenceWorker", 7, "wait_requests")]
+    assert {w.role: w.waiting_for for w in wait_lines(colocated)} == {
+        "RolloutWorker": "inference workers, in its own process", "InferenceWorker": "rollout workers, in its own process"}
+    apart = [component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
+             component("InferenceWorker_p0-w0", "InferenceWorker", 8, "wait_requests")]
+    assert {w.waiting_for for w in wait_lines(apart)} == {"inference workers", "rollout workers"}

@@ -27,6 +27,8 @@ WAITED_ON = {
     "wait_transfer": "cross-node transfers (chunks the driver has not acknowledged yet)",
     UNATTRIBUTED: "not attributed (this profile names no waits)",
 }
+# the role a wait is for, where it is one role: it may live in the waiting component's own process
+WAITED_ROLE = {"wait_actions": "InferenceWorker", "wait_requests": "RolloutWorker", "wait_trajectories": "RolloutWorker"}
 
 
 @dataclass
@@ -110,7 +112,11 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
             continue
         key = max(totals, key=totals.get)
         idle = sum(c.share(c.wait_s) for c in members) / len(members)
-        lines.append(WaitLine(role, len(members), idle, WAITED_ON.get(key, key[len(WAIT_PREFIX):]), key))
+        waiting_for = WAITED_ON.get(key, key[len(WAIT_PREFIX):])
+        hosts = {c.pid for c in components if c.role == WAITED_ROLE.get(key)}
+        if hosts and all(c.pid in hosts for c in members):  # e.g. inference inside each rollout worker's process
+            waiting_for += ", in its own process"
+        lines.append(WaitLine(role, len(members), idle, waiting_for, key))
     return lines
 
 
