@@ -247,12 +247,12 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
                 model = build_model(cfg, env_info, device, seed_offset=p)
                 loop.add(InferenceWorker(cfg, p, a, buffers, model, shared["stores"][p], device),
                          aliases=(policy_queue_name(p),))
-            if cfg.seed is not None:  # the weights come from the store; this seeds the action sampling, per worker
-                torch.manual_seed(cfg.seed * 7919 + 104_729 + a)
+            _seed_sampling(cfg, a)
     elif kind == "inference":
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
         loop.add(InferenceWorker(cfg, a, b, buffers, model, store, device), aliases=(policy_queue_name(a),))
+        _seed_sampling(cfg, b * cfg.num_policies + a)
     else:
         store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
@@ -262,6 +262,13 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
     return loop
+
+
+def _seed_sampling(cfg, index: int) -> None:
+    """Each process running inference draws its own action samples: the model's weights come from the policy
+    store, so the seed `build_model` used matters only for this stream, which would repeat in every such process."""
+    if cfg.seed is not None:
+        torch.manual_seed(cfg.seed * 7919 + 104_729 + index)
 
 
 def _stop_if_orphaned(parent: int) -> None:
