@@ -9,19 +9,20 @@ import pytest
 
 from sf.utils.process_settings import THREAD_VARIABLES, apply_process_settings, thread_limits, worker_core
 
-def _apply_and_report(queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int) -> None:
+def _apply_and_report(queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int,
+                      learner_priority: bool) -> None:
     cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=niceness, set_workers_cpu_affinity=pin,
-                                env_threads=env_threads)
+                                env_threads=env_threads, learner_priority=learner_priority)
     apply_process_settings(cfg, kind, index)
     queue.put({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))})
 
 
-def _probe(niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1) -> dict:
+def _probe(niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1, learner_priority: bool = False) -> dict:
     """The settings a component process of `kind` ends up with, applied in a forked child (fast: torch is already
     imported) so this process keeps its own priority and cores."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    child = ctx.Process(target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads))
+    child = ctx.Process(target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads, learner_priority))
     child.start()
     seen = queue.get(timeout=60)
     child.join(timeout=60)
@@ -78,3 +79,16 @@ def test_only_rollout_workers_are_pinned_and_serial_keeps_its_priority():
 def test_worker_core_cycles_through_the_allowed_cores():
     cores = sorted(os.sched_getaffinity(0))
     assert [worker_core(i) for i in range(2 * len(cores))] == cores + cores
+
+
+def test_learner_priority_puts_collection_five_nice_levels_below_the_learner():
+    launched = os.getpriority(os.PRIO_PROCESS, 0)
+    collection = min(19, launched + 5)
+    for kind in ("rollout", "inference"):
+        assert _probe(0, False, kind, 0, learner_priority=True)["nice"] == collection
+    assert _probe(0, False, "learner", 0, learner_priority=True)["nice"] == launched
+    assert _probe(0, False, "serial", 0, learner_priority=True)["nice"] == launched
+    # on top of --default_niceness, which every component process takes first
+    lower = min(19, launched + 2)
+    assert _probe(lower, False, "rollout", 0, learner_priority=True)["nice"] == min(19, lower + 5)
+    assert _probe(lower, False, "learner", 0, learner_priority=True)["nice"] == lower

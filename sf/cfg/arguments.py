@@ -204,6 +204,9 @@ def _placement_flags(g: _Group) -> None:
               "(OMP_NUM_THREADS and the like set to 1)")
     g.integer("default_niceness", 0, "nice value of every component process of a parallel run "
               "(0: as launched; below the launching value needs privileges)")
+    g.boolean("learner_priority", True, "run a parallel run's rollout and inference processes (and the env "
+              "engines they start) 5 nice levels below the learner, so that on oversubscribed cores the learner, "
+              "which no other process can help, gets a core first and collection takes what is left")
     g.boolean("keep_freed_memory", True, "keep memory freed by large tensors in each process's heap (glibc) "
               "instead of returning it to the OS, so the next step does not pay page faults to get it back")
 

@@ -17,6 +17,10 @@ from sf.utils.allocator import keep_freed_memory
 
 log = logging.getLogger("sf")
 
+# --learner_priority: how many nice levels collection (rollout and inference processes, and the env engines they
+# start) sits below the learner, the one stage of the pipeline that cannot be spread over more processes
+COLLECTOR_NICE_OFFSET = 5
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS")
 
@@ -60,6 +64,8 @@ def apply_process_settings(cfg, kind: str, index: int) -> None:
         except PermissionError:
             log.warning("--default_niceness=%d needs privileges this user lacks; priority unchanged",
                         cfg.default_niceness)
+    if cfg.learner_priority and kind in ("rollout", "inference"):
+        os.nice(COLLECTOR_NICE_OFFSET)  # relative to the above, and upwards: needs no privilege
     if kind == "rollout" and cfg.set_workers_cpu_affinity and hasattr(os, "sched_setaffinity"):
         # a worker stepping its envs on several threads gets as many cores, the next ones round robin
         threads = cfg.env_threads
