@@ -8,7 +8,6 @@ own experiment folders `sampling/` and `training/`.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from sf.bench.ceiling import measure_ceiling
 from sf.bench.families import Family
-from sf.bench.runs import RunResult, profile_verdict, run_training
+from sf.bench.runs import RunResult, profile_verdict, resolved_inference_placement, run_training
 
 PHASES = ("ceiling", "sampling", "training")
 STARTUP_LIMIT_S = 600.0  # a run that has not started collecting by then is stopped
@@ -82,9 +81,9 @@ def run_env_benchmark(cfg, family: Family, flags: list[str], bench_dir: Path, ph
         log(f"{PHASE_TITLES[name]} ...")
         run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)
         verdict = profile_verdict(run.experiment_dir) if run.ok else None
-        config = Path(run.experiment_dir) / "config.json"
-        if run.ok and config.exists():  # what auto resolved to
-            result.layout["inference_placement"] = json.loads(config.read_text())["inference_placement"]
+        placement = resolved_inference_placement(run.experiment_dir) if run.ok else None
+        if placement is not None:
+            result.layout["inference_placement"] = placement
         fps = run.best_fps if run.ok else 0.0
         result.phases.append(Phase(name, fps, run.fps if run.ok else None,
                                    fps / ceiling.fps if ceiling.fps > 0 else None, verdict,

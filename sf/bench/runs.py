@@ -132,6 +132,12 @@ def _stop(proc: subprocess.Popen, grace_s: float) -> bool:
         return True
 
 
+def resolved_inference_placement(experiment_dir: str | Path) -> str | None:
+    """The `--inference_placement` a run resolved `auto` to, from its config.json; None when it wrote none."""
+    config = Path(experiment_dir) / "config.json"
+    return json.loads(config.read_text())["inference_placement"] if config.exists() else None
+
+
 def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> str | None:
     """The bottleneck kind ("simulation", ...) that `python -m sf.profile report --json` names, or None when the
     report is not available or names none."""

@@ -9,7 +9,6 @@ never slower than the defaults as measured: below the noise margin the defaults 
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from sf.bench.families import Family
 from sf.bench.layouts import UNFIXABLE, Layout, Limits, candidates, replace_flags
-from sf.bench.runs import profile_verdict, run_training
+from sf.bench.runs import profile_verdict, resolved_inference_placement, run_training
 
 NOISE = 0.05  # a layout must beat the best by this share to count as faster
 MIN_TRIAL_S = 2.0
@@ -70,12 +69,9 @@ def pick_best(defaults: Trial, trials: list[Trial]) -> Trial | None:
 
 
 def resolved_placement(layout: Layout, experiment_dir: str) -> Layout:
-    """`layout` with the inference placement its run chose for "auto" (from the run's config.json), so the next
-    moves start from what actually ran."""
-    config = Path(experiment_dir) / "config.json"
-    if layout.inference_placement != "auto" or not config.exists():
-        return layout
-    return replace(layout, inference_placement=json.loads(config.read_text())["inference_placement"])
+    """`layout` with the inference placement its run chose for "auto", so the next moves start from what ran."""
+    placement = resolved_inference_placement(experiment_dir) if layout.inference_placement == "auto" else None
+    return layout if placement is None else replace(layout, inference_placement=placement)
 
 
 class Tuner:
