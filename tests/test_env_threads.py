@@ -1,6 +1,8 @@
 """--env_threads: a rollout worker stepping its envs on several threads writes exactly what one thread writes."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from sf.cfg.arguments import default_cfg
+from sf.cfg.arguments import default_cfg, parse_full_cfg
 from sf.cfg.errors import ConfigError
 from sf.cfg.validate import validate_cfg
 from sf.envs import register_env
@@ -96,7 +98,26 @@ def test_three_threads_write_what_one_thread_writes():
 
 def test_env_threads_below_one_is_refused():
     with pytest.raises(ConfigError, match="env_threads"):
-        validate_cfg(default_cfg(env="CartPole-v1", env_threads=0))
+        validate_cfg(default_cfg(env="CartPole-v1", env_threads=-1))
+
+
+def test_automatic_env_threads_take_every_core_in_a_serial_run_only(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+
+    def threads(*flags: str) -> int:
+        return parse_full_cfg(["--env=CartPole-v1", "--env_threads=0", "--num_envs_per_worker=8", *flags]).env_threads
+
+    assert threads("--serial_mode=True") == 3
+    assert threads("--serial_mode=True", "--worker_num_splits=4") == 2  # a chunk of at least one env per thread
+    assert threads("--serial_mode=False") == 1  # worker processes already use the cores
+    # a profiler that follows the main thread only would lose every step taken on the others
+    assert threads("--serial_mode=True", "--profiling_backend=cprofile", "--profiling_worker_groups", "Learner") == 1
+    previous = sys.getprofile()
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        assert threads("--serial_mode=True") == 1
+    finally:
+        sys.setprofile(previous)
 
 
 def test_an_env_error_on_a_pool_thread_reaches_the_worker():

@@ -186,7 +186,9 @@ def _placement_flags(g: _Group) -> None:
     g.integer("env_threads", 1, "threads each rollout worker steps its envs with (the worker's own thread among them). "
               "Pays where the env's step releases the GIL (MuJoCo's simulation does) and cores are free, as in a "
               "serial run on a multi-core machine; with more than 1, cProfile and yappi in their default mode see only "
-              "the worker thread's share of the env steps")
+              "the worker thread's share of the env steps. 0: automatic (the MuJoCo examples' default): every core in "
+              "a serial run, 1 in a parallel run (its worker processes use the cores) and under a profiler that "
+              "follows only the main thread (cProfile, pyinstrument, as the launcher or as --profiling_backend)")
     g.integer("decorrelate_experience_max_seconds", 0,
               "rollout worker i waits i / num_workers times this many seconds before its first step, so "
               "workers do not deliver their trajectories in bursts")
@@ -558,6 +560,21 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
             raise ConfigError("--async_rl=True conflicts with --serial_mode=True: serial mode trains synchronously, "
                               "set --async_rl=False or leave it out", flag="--async_rl")
         cfg.async_rl = False
+    if cfg.env_threads == 0:
+        cfg.env_threads = auto_env_threads(cfg)
+
+
+# profilers that follow the main thread only: env steps on other threads would vanish from their output
+MAIN_THREAD_PROFILERS = ("cprofile", "pyinstrument")
+
+
+def auto_env_threads(cfg: argparse.Namespace) -> int:
+    """`--env_threads=0`: every core steps envs in a serial run, where nothing else runs while they step; one
+    thread in a parallel run, and where a main-thread profiler (running now, or asked for) would lose the steps."""
+    if not cfg.serial_mode or sys.getprofile() is not None or cfg.profiling_backend in MAIN_THREAD_PROFILERS:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, cfg.num_envs_per_worker // cfg.worker_num_splits))
 
 
 # --- devices and persistence -------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from sf.cfg.errors import ConfigError
 _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("num_workers", lambda v: v >= 1, ">= 1"),
     ("num_envs_per_worker", lambda v: v >= 1, ">= 1"),
-    ("env_threads", lambda v: v >= 1, ">= 1"),
+    ("env_threads", lambda v: v >= 1, ">= 1, or 0 for automatic"),
     ("worker_num_splits", lambda v: v >= 1, ">= 1"),
     ("num_policies", lambda v: v >= 1, ">= 1"),
     ("policy_workers_per_policy", lambda v: v >= 1, ">= 1"),

@@ -11,6 +11,10 @@ import os
 import signal
 import traceback
 
+# torch.optim's constructor imports torch._dynamo on first use (0.8 s): imported with this module, it stays out of the
+# run's clock (the parallel runner's learner process pays it while the other processes start)
+import torch._dynamo  # noqa: F401
+
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.runtime.batcher import Batcher

@@ -97,6 +97,7 @@ def mujoco_defaults(env_name: str) -> dict[str, Any]:
         "max_grad_norm": 3.5,  # clips only outlier gradients; tighter clipping would shrink the large steps
         "env_frameskip": 1,  # the v5 tasks already apply their own frame_skip inside the simulator
         "worker_num_splits": WORKER_NUM_SPLITS,  # double buffering: half the envs step while the other half wait
+        "env_threads": 0,  # the simulator releases the GIL: a serial run steps its envs on every core
         # phases of the 1,000-step episodes spread by truncating first episodes, not by ~31k simulated random steps
         "decorrelate_by_truncation": True,
         "train_for_env_steps": 1_000_000,  # the usual MuJoCo benchmark budget
