@@ -72,6 +72,31 @@ def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
     assert not shm_leaked(shm_before)
 
 
+def test_worker_killed_holding_every_lock_ends_the_run_with_every_other_profile(tmp_path, shm_before):
+    """Rollout worker 0 takes the runner's inbox, the learner's, every worker's and the policy store's locks, then is
+    killed: nothing may wait for those locks forever."""
+    proc = _start(["--env=lock_holding_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=locks",
+                   f"--train_dir={tmp_path}"], script=str(ROOT / "tests" / "lock_holding_env.py"))
+    lines: list[str] = []
+    try:
+        taken = read_until(proc, r"locks taken: (\d+)", lines)
+        assert int(taken.group(1)) >= 5  # runner, learner, both rollout workers' inboxes, the policy store
+        pids = started_pids(lines)
+        os.kill(pids["RolloutWorker_w0"], signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0
+    summary = json.loads((tmp_path / "locks" / "summary.json").read_text())
+    assert summary["status"] == "error" and "RolloutWorker_w0" in summary["error"]
+    assert "left locked by thread" in out
+    for name in ("Learner 0", "Batcher 0", "RolloutWorker_w1", "InferenceWorker_p0-w1"):
+        assert f"{name} profile tree view:" in out, name
+    assert all(not alive(pid) for pid in pids.values())
+    assert not shm_leaked(shm_before)
+
+
 def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     proc = _start(["--env=crashing_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=crash",
                    f"--train_dir={tmp_path}"], script=str(ROOT / "tests" / "crash_env.py"))

@@ -35,6 +35,7 @@ from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
+from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name, rollout_worker_name
 from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
@@ -104,7 +105,7 @@ class NodeAgent:
         layout = replace(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_size),
                          num_workers=len(spec.workers), first_worker=spec.workers[0])
         self.buffers = TrajectoryBuffers(layout, shared=True)
-        self.stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock())
+        self.stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), self.stop_event)
                        for p in range(cfg.num_policies)]
         self.semaphores = named_semaphores(os.getpid())
         for update in weights:
@@ -122,6 +123,7 @@ class NodeAgent:
                       envs=spec.envs)
         adopt_orphans()
         self.keep = child_pids()
+        self.lock_watch = LockWatch(self.queues).start()
         self.processes: dict[str, mp.Process] = {}
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
@@ -306,6 +308,7 @@ class NodeAgent:
                     self._post(msg)
         except faster_fifo.Empty:
             pass
+        self.lock_watch.stop()
         if self.spec.cfg.profiling.backend != "none" or self.spec.cfg.profiling_timeline:
             self._post((RUNNER, "profiler_outputs", self.spec.name, self._profiler_outputs()))
         self._share_tree("profile")

@@ -12,7 +12,9 @@ Stopping: the main process alone reacts to SIGINT and SIGTERM (component process
 the stop event, and gives the components `--stop_timeout_sec` to finish the message at hand (a learner its
 training iteration), save and send their final trees; after a crash the survivors get `CRASH_GRACE_S`,
 since one may be stuck on a queue the dead process held. A process still running then is killed, with a
-warning, and processes left behind by killed components (env engines) are ended too.
+warning, and processes left behind by killed components (env engines) are ended too. A queue lock a killed process
+held is released by the runner's `LockWatch` (`sf.runtime.abandoned_locks`), so neither the runner's own inbox nor
+the survivors' stay blocked on it.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from sf.envs.registry import registry_snapshot, restore_registry
 
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
@@ -65,7 +68,8 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     log.info("policy inference %s", "in each rollout worker's process" if colocated else
              f"in {cfg.policy_workers_per_policy} process(es) per policy")
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
-    stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock()) for p in range(cfg.num_policies)]
+    stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), stop_event)
+              for p in range(cfg.num_policies)]
     del model
 
     queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
@@ -111,6 +115,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     profile = profiling.attach(cfg.profiling, "runner", RUNNER, loop, stores[0])
     adopted = adopt_orphans()
     keep = child_pids()  # the resource tracker: everything started from here on must be gone at the end
+    lock_watch = LockWatch(queues).start()  # a component killed inside a queue operation must not stop this loop
     with runner.timing.add_time("main_loop"):
         try:
             if profile is not None:
@@ -145,6 +150,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                     profile.end()
                 _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
                 end_orphans(keep)
+                lock_watch.stop()
             if adopted:
                 adopt_orphans(False)
     if runner.stop_status is None:

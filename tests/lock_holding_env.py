@@ -1,0 +1,52 @@
+"""A training entry point whose rollout worker 0, after a few hundred steps, takes every queue lock and policy store
+lock its process can reach, says so on its output (`locks taken: N`) and waits there to be killed: the worst moment
+for a component to die."""
+import gc
+import sys
+import threading
+
+import faster_fifo
+import gymnasium as gym
+
+from sf.cfg.arguments import main_cfg_or_exit
+from sf.envs import register_env
+from sf.runtime.abandoned_locks import lock_mutex, mutex_address
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.train import run_rl
+
+
+def take_every_lock() -> int:
+    """Lock every faster-fifo queue and policy store of this process; the number of locks taken."""
+    taken = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, faster_fifo.Queue):
+            taken += lock_mutex(mutex_address(obj)) == 0
+        elif isinstance(obj, SharedPolicyStore):
+            taken += obj.lock.acquire()
+    return taken
+
+
+class LockHoldingCartPole(gym.Wrapper):
+    def __init__(self, env, hold_after: int):
+        super().__init__(env)
+        self.steps = 0
+        self.hold_after = hold_after
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.hold_after:
+            taken = take_every_lock()
+            print(f"locks taken: {taken}", flush=True)
+            threading.Event().wait()  # until killed
+        return self.env.step(action)
+
+
+def make_env(full_env_name, cfg, env_config=None, render_mode=None):
+    # only the first env of rollout worker 0 holds the locks; the probe env (env_id -1) and the others never do
+    holds = env_config is not None and env_config.worker_index == 0 and env_config.env_id == 0
+    return LockHoldingCartPole(gym.make("CartPole-v1"), 300 if holds else -1)
+
+
+if __name__ == "__main__":
+    register_env("lock_holding_cartpole", make_env)
+    sys.exit(run_rl(main_cfg_or_exit(sys.argv[1:])))
