@@ -3,6 +3,7 @@ end-to-end runs in serial mode."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -98,6 +99,10 @@ def test_correction_charges_each_event_where_it_lands():
     assert (fixed.python, fixed.backend, excess) == pytest.approx((0.0044, 0.0031, 0.0))
     fixed, excess = corrected(RowTimes(python=0.001, scopes=2), costs)
     assert fixed.python == 0.0 and excess == pytest.approx(0.001)
+    # in the training the Python side of each Python-called event costs more; what lies inside ops does not
+    dearer = row_overhead(times, replace(costs, python_scale=2.5))
+    assert dearer.python_s == pytest.approx(2.5 * overhead.python_s)
+    assert dearer.backend_s == pytest.approx(overhead.backend_s)
 
 
 def test_small_rows_fold_into_their_parents_deepest_first():
@@ -182,6 +187,9 @@ def test_cartpole_corrected_total_and_columns_within_5_percent_of_uninstrumented
     assert main(["--", *flags]) == 0
     report = json.loads((tmp_path / "cartpole" / "profiling" / "breakdown.json").read_text())
     assert report["env_frames"] == report["uninstrumented_env_frames"]
+    # CartPole's events cost a third of its loop: the calibration slices measure them (in tight loops they cost
+    # less than half of what they cost between a training's Python work)
+    assert len(report["in_situ_calibration"]["pairs"]) == 3 and report["event_costs_s"]["python_scale"] > 1
     waits = report["window_clock"]["core_wait_s"], report["uninstrumented_clock"]["core_wait_s"]
     baseline = report["uninstrumented_s"] - waits[1]
     assert report["corrected_s"] - waits[0] == pytest.approx(baseline, rel=0.05)

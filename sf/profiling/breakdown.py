@@ -2,13 +2,14 @@
 
 Runs the given training in this process, in serial mode (every component on the main thread, so one profiler
 sees all of it and the main thread is the whole critical path): a one-step warm-up that pays for lazy imports and
-first calls, the full length plain, then the full length under torch.profiler with a range on every Timing scope and
-around the env's own calls, then the full length plain again (the two plain runs bracket the profiled one, so the
-machine's drift in speed cancels out of the uninstrumented figure they give). Each
-instant of the profiled main loop goes to one operation and one layer (simulator, Python, framework backend,
-CUDA API, GPU kernels; `sf.profiling.attribution`), and the per-event instrumentation cost measured at start
-(`sf.profiling.calibration`) is subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in the
-experiment folder and prints the table.
+first calls, the per-event cost measurement (micro-benchmarks, `sf.profiling.calibration`, then short slices of the
+same training plain and profiled, `sf.profiling.in_situ`), the full length plain, then the full length under
+torch.profiler with a range on every Timing scope and around the env's own calls, then the full length plain again
+(the two plain runs bracket the profiled one, so the machine's drift in speed cancels out of the uninstrumented
+figure they give). Each instant of the profiled main loop goes to one operation and one layer (simulator, Python,
+framework backend, CUDA API, GPU kernels; `sf.profiling.attribution`), and the measured per-event cost is
+subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in the experiment folder and prints the
+table.
 
 The training module is the first word after `--` when it is not a flag (`sf_examples.vizdoom.train_vizdoom`);
 otherwise it follows from `--env`: `doom_*` VizDoom, `mujoco_*` MuJoCo, anything else a gymnasium id.
@@ -17,18 +18,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from sf.profiling import in_situ
 from sf.profiling.attribution import attribute
 from sf.profiling.breakdown_report import Breakdown, table, write_chart
 from sf.profiling.calibration import measure_event_costs
 from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, LoopClock, event_loop_clocks, mean_clock, total_clock
-from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
+from sf.profiling.correction import Overhead, corrected, fold_small_rows, merge_rollout_workers, row_overhead
 from sf.profiling.nvml import open_sampler
 from sf.profiling.spans import SCOPE, Span, spans_from_kineto
 
@@ -80,6 +84,14 @@ def _window(spans: list[Span]) -> Span:
     return windows[0]
 
 
+def price(spans: list[Span], costs) -> Overhead:
+    """What the events of a capture's window cost at `costs`, on the Python side and inside operators."""
+    window = _window(spans)
+    result = attribute(spans, window.thread, (window.start_ns, window.end_ns), merge_rollout_workers, WINDOW_RANGE)
+    parts = [row_overhead(times, costs) for times in result.rows.values()]
+    return Overhead(sum(p.python_s for p in parts), sum(p.backend_s for p in parts))
+
+
 def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01, per_worker: bool = False) -> dict:
     """Attribution, correction and folding of one capture; returns the pieces a `Breakdown` is made of."""
     window = _window(spans)
@@ -100,6 +112,27 @@ def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01
                 nvml_busy_s=result.nvml_busy_s, events=events)
 
 
+def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str,
+                      pairs: int) -> in_situ.InSituCalibration:
+    """Short slices of the training, plain and profiled in turn, priced at `costs` (`sf.profiling.in_situ`)."""
+    names = (f"slice{i}" for i in itertools.count())
+
+    def run_slice(profiled: bool, frames: int) -> tuple[float, Overhead | None]:
+        slice_flags = [*flags, f"--train_dir={tmp}", f"--experiment={next(names)}", f"--train_for_env_steps={frames}"]
+        capture = Capture()
+        with capture.around_training() if profiled else event_loop_clocks(capture.loop_clocks):
+            if run_training(module, slice_flags) != 0:
+                raise RuntimeError(f"a calibration slice of {frames} frames failed")
+        cpu_s = total_clock(capture.loop_clocks).cpu_s
+        if not profiled:
+            return cpu_s, None
+        spans = spans_from_kineto(capture.profiler.profiler.kineto_results.events(), capture.range_names, SIM_RANGE)
+        return cpu_s, price(spans, costs)
+
+    total = _flag_value(flags, "train_for_env_steps")
+    return in_situ.calibrate(run_slice, int(float(total)) if total else None, pairs)
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         split = argv.index("--")
@@ -115,6 +148,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         help="one row per rollout worker instead of one for all of them")
     parser.add_argument("--skip_uninstrumented", action="store_true",
                         help="do not run the plain comparison runs (no overhead check)")
+    parser.add_argument("--calibration_pairs", type=int, default=3,
+                        help="pairs of short plain and profiled slices of the training that measure what an event "
+                             "costs in it (0: the micro-benchmarks' costs alone)")
     args = parser.parse_args(own)
     if not training:
         parser.error("give the training flags after `--`, e.g. -- --env=CartPole-v1 --train_for_env_steps=20000")
@@ -135,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         profiled_flags.append("--restart_behavior=restart")
 
     plain_runs: list[tuple[float, int, LoopClock]] = []
+    on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
     with tempfile.TemporaryDirectory(prefix="sf_breakdown_") as tmp:
         # the first run in a process pays for lazy imports and first calls (seconds): a one-step run takes them
         status = run_training(module, [*flags, f"--train_dir={tmp}", "--experiment=warmup", "--train_for_env_steps=1"])
@@ -148,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                 plain_runs.append((*_main_loop_s(Path(tmp) / name), total_clock(clocks)))
             return code
 
+        micro_costs = measure_event_costs()
+        calibration = _calibrate_in_situ(module, flags, micro_costs, tmp, args.calibration_pairs)
+        costs = replace(micro_costs, python_scale=calibration.python_scale)
         if not args.skip_uninstrumented and (status := plain_run("uninstrumented_before")) != 0:
             return status
-        costs = measure_event_costs()
-        on_gpu = torch.cuda.is_available() and _flag_value(flags, "device") != "cpu"
         capture = Capture(nvml=open_sampler() if on_gpu else None)
         with capture.around_training():
             status = run_training(module, profiled_flags)
@@ -166,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share, args.per_worker)
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
     result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
+                       micro_costs=micro_costs, calibration=calibration,
                        baseline_runs_s=[run[0] for run in plain_runs], env_frames=frames,
                        baseline_env_frames=plain_runs[0][1] if plain_runs else None,
                        window_clock=total_clock(capture.loop_clocks),

@@ -7,6 +7,7 @@ from pathlib import Path
 from sf.profiling.attribution import LAYERS, RowTimes
 from sf.profiling.calibration import EventCosts
 from sf.profiling.capture import LoopClock
+from sf.profiling.in_situ import InSituCalibration
 
 LAYER_TITLES = {"simulator": "simulator", "python": "Python", "backend": "backend", "cuda_api": "CUDA API",
                 "gpu": "GPU kernels"}
@@ -19,7 +20,7 @@ class Breakdown:
     command: list[str]
     mode: str
     device: str
-    costs: EventCosts
+    costs: EventCosts  # what the correction subtracted: the micro-benchmarks' costs scaled by the calibration slices
     rows: dict[str, RowTimes]  # corrected, small rows folded
     components: dict[str, RowTimes]  # corrected
     window_s: float  # the profiled run's main loop, instrumented
@@ -33,6 +34,8 @@ class Breakdown:
     window_clock: LoopClock | None = None  # the profiled run's event loop: main-thread CPU and core-wait seconds
     baseline_clock: LoopClock | None = None  # the same for the plain runs, their mean
     events: dict[str, int] = field(default_factory=dict)
+    micro_costs: EventCosts | None = None  # the micro-benchmarks' costs, before the calibration slices
+    calibration: InSituCalibration | None = None
 
     @property
     def corrected_cpu_deviation(self) -> float | None:
@@ -83,6 +86,8 @@ class Breakdown:
         return {
             "command": self.command, "mode": self.mode, "device": self.device,
             "event_costs_s": self.costs.to_dict(), "events": self.events,
+            "micro_event_costs_s": self.micro_costs and self.micro_costs.to_dict(),
+            "in_situ_calibration": self.calibration and self.calibration.to_dict(),
             "window_s": self.window_s, "overhead_s": self.overhead_s, "overhead_excess_s": self.excess_s,
             "corrected_s": self.corrected_s, "columns_sum_s": self.columns_s,
             "uninstrumented_s": self.baseline_s, "uninstrumented_runs_s": self.baseline_runs_s,
@@ -127,8 +132,15 @@ def table(result: Breakdown) -> str:
         f"{sums[layer] / total:11.1%}" for layer in LAYERS))
     lines.append("")
     c = result.costs
-    lines.append(f"instrumentation cost per event: scope range {c.scope_s * 1e6:.2f} us, simulator range "
-                 f"{c.sim_s * 1e6:.2f} us, op {c.op_s * 1e6:.2f} us (of which {c.op_inside_s * 1e6:.2f} us inside it)")
+    lines.append(f"instrumentation cost per event in tight loops: scope range {c.scope_s * 1e6:.2f} us, simulator "
+                 f"range {c.sim_s * 1e6:.2f} us, op {c.op_s * 1e6:.2f} us (of which {c.op_inside_s * 1e6:.2f} us "
+                 "inside it)")
+    if result.calibration is not None:
+        cal = result.calibration
+        added = ", ".join(f"{p.frames:,} frames +{p.added_s:.3f} s (priced {p.priced.total_s:.3f} s)"
+                          for p in cal.pairs)
+        lines.append(f"in the training (plain and profiled calibration slices: {added}): the Python side of each "
+                     f"event x{c.python_scale:.2f}" + (f" ({cal.note})" if cal.note else ""))
     lines.append(f"events: " + ", ".join(f"{k} {v:,}" for k, v in result.events.items()))
     lines.append(f"instrumented main loop {result.window_s:.3f} s - instrumentation {result.overhead_s:.3f} s "
                  f"= corrected {result.corrected_s:.3f} s")

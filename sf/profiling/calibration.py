@@ -36,6 +36,7 @@ class EventCosts:
     sim_s: float
     op_s: float
     op_inside_s: float
+    python_scale: float = 1.0  # the Python side of Python-called events in the training (`sf.profiling.in_situ`)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -19,9 +19,10 @@ class Overhead:
 
 def row_overhead(times: RowTimes, costs: EventCosts) -> Overhead:
     """Where a row's instrumentation events spent their time: range and outer-op bookkeeping runs as Python between
-    recorded intervals; an op's inside share and every nested op's whole cost lie inside a recorded op."""
-    python = (times.scopes * costs.scope_s + times.sims * costs.sim_s
-              + times.ops * max(0.0, costs.op_s - costs.op_inside_s))
+    recorded intervals (dearer in the training than in a tight loop by `python_scale`); an op's inside share and
+    every nested op's whole cost lie inside a recorded op."""
+    python = costs.python_scale * (times.scopes * costs.scope_s + times.sims * costs.sim_s
+                                   + times.ops * max(0.0, costs.op_s - costs.op_inside_s))
     backend = times.ops * costs.op_inside_s + times.nested_ops * costs.op_s
     return Overhead(python, backend)
 
