@@ -20,6 +20,16 @@ log = logging.getLogger("sf")
 EXIT_BAD_INPUT = 2
 
 
+def _resolve_precision(cfg, env_info, device: str, experiment) -> None:
+    """`--precision=auto` made concrete for this device, recorded in config.json and logged where it matters."""
+    from sf.model.precision import resolve_precision
+
+    cfg.precision = resolve_precision(cfg.precision, device)
+    experiment.write_config()
+    if any(len(shape) == 3 for shape, _ in env_info.obs_spec.values()):
+        log.info("image encoder in %s", "bfloat16 (autocast)" if cfg.precision == "bf16" else "float32")
+
+
 def run_rl(cfg) -> int:
     """Check what only the filesystem and the env can tell, then train with the placement the config asks for."""
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
@@ -60,6 +70,7 @@ def run_rl(cfg) -> int:
         return 1
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
+    _resolve_precision(cfg, env_info, device, experiment)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -13,6 +13,7 @@ from torch import nn
 from sf.envs.spaces import ActionSpec
 from sf.model import ActorCritic, create_actor_critic
 from sf.model.cores import RnnCore
+from sf.model.encoders import ConvEncoder
 
 torch.set_num_threads(1)
 
@@ -21,7 +22,7 @@ DEFAULTS = dict(
     nonlinearity="elu", use_rnn=False, rnn_type="gru", rnn_size=24, rnn_num_layers=1, decoder_mlp_layers=[],
     actor_critic_share_weights=True, adaptive_stddev=False, initial_stddev=1.0, continuous_tanh_scale=0.0,
     policy_initialization="orthogonal", policy_init_gain=1.0, init_all_layers=False, normalize_input=False, normalize_input_keys=None,
-    obs_subtract_mean=0.0, obs_scale=1.0, normalize_returns=False,
+    obs_subtract_mean=0.0, obs_scale=1.0, normalize_returns=False, precision="fp32",
 )
 VECTOR_SPEC = {"obs": ((7,), np.dtype(np.float32))}
 DOOM_SHAPE = (3, 72, 128)
@@ -289,3 +290,35 @@ def test_initialization_schemes(all_layers):
         torch.testing.assert_close(first.weight, untouched.encoders[0].encoders[0].mlp[0].weight)
     with pytest.raises(ValueError, match="--policy_initialization"):
         create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="kaiming"))
+
+
+def test_bf16_encoder_keeps_float32_outputs_and_gradients_close_to_fp32():
+    """--precision=bf16 runs the image encoder in bfloat16; what leaves it, and every weight and gradient, is float32
+    and within bfloat16's rounding of the float32 result."""
+    torch.manual_seed(0)
+    obs = torch.rand(6, *DOOM_SHAPE)
+    exact = ConvEncoder("obs", DOOM_SHAPE, cfg(precision="fp32"))
+    rounded = ConvEncoder("obs", DOOM_SHAPE, cfg(precision="bf16"))
+    rounded.load_state_dict(exact.state_dict())
+    out_exact, out_rounded = exact(obs), rounded(obs)
+    assert out_rounded.dtype == torch.float32
+    assert not torch.equal(out_exact, out_rounded)  # bfloat16 did run
+    assert torch.allclose(out_rounded, out_exact, rtol=0.05, atol=0.02)
+    out_exact.square().sum().backward()
+    out_rounded.square().sum().backward()
+    for a, b in zip(exact.parameters(), rounded.parameters()):
+        assert b.dtype == torch.float32 and b.grad.dtype == torch.float32
+        assert torch.nn.functional.cosine_similarity(a.grad.flatten(), b.grad.flatten(), dim=0) > 0.99
+
+
+def test_auto_precision_is_bf16_only_on_cpus_with_amx(monkeypatch):
+    from sf.model import precision
+
+    for amx in (True, False):
+        precision.resolve_precision.cache_clear()
+        monkeypatch.setattr(precision, "amx_available", lambda: amx)
+        assert precision.resolve_precision("auto", "cpu") == ("bf16" if amx else "fp32")
+        assert precision.resolve_precision("auto", "cuda") == "fp32"
+        assert precision.resolve_precision("bf16", "cuda") == "bf16"
+        assert precision.resolve_precision("fp32", "cpu") == "fp32"
+    precision.resolve_precision.cache_clear()

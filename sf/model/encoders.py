@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from sf.envs.spaces import ObsSpec
+from sf.model.precision import resolve_precision
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -93,10 +94,14 @@ class ConvEncoder(nn.Module):
                              f"{arch}: {e}") from e
         self.mlp = Mlp(conv_out, list(cfg.encoder_conv_mlp_layers), cfg.nonlinearity)
         self.out_size = self.mlp.out_size
+        self.precision = cfg.precision
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # channels-last lets oneDNN pick its fast convolution kernels on CPU (about 1.3x for forward + backward)
         x = x.contiguous(memory_format=torch.channels_last)
+        if resolve_precision(self.precision, x.device.type) == "bf16":
+            with torch.autocast(x.device.type, dtype=torch.bfloat16):
+                return self.mlp(self.trunk(x).flatten(1)).float()
         return self.mlp(self.trunk(x).flatten(1))
 
 

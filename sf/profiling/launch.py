@@ -61,6 +61,11 @@ def wrapper_script(pcfg: ProfilingConfig, name: str, python: str) -> Path:
     return path
 
 
+def wraps(pcfg: ProfilingConfig, kind: str) -> bool:
+    """An external profiler starts processes of this kind (which must then be spawned, through its wrapper)."""
+    return pcfg.wraps_processes and selected(pcfg, kind)
+
+
 @contextmanager
 def launched_under_profiler(ctx, pcfg: ProfilingConfig, kind: str, label: str) -> Iterator[None]:
     """Processes started inside this block run under the external profiler if their group is selected.
@@ -68,7 +73,7 @@ def launched_under_profiler(ctx, pcfg: ProfilingConfig, kind: str, label: str) -
     Spawned processes are started as `<python> -c ... --multiprocessing-fork`; the wrapper script takes the
     interpreter's place for this one start, then the plain interpreter is restored.
     """
-    if not (pcfg.wraps_processes and selected(pcfg, kind)):
+    if not wraps(pcfg, kind):
         yield
         return
     pcfg.output_dir.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,8 @@ its own process; the runner stays in this one. With `--inference_placement=rollo
 small models on the CPU) there are no inference processes: each rollout worker's process also holds an inference
 worker of each policy, serving that worker alone through the local deque.
 
-Processes are started with the `spawn` method through `start_component_process`, one call per process,
-so a later option can start any chosen kind under an external command without touching the others.
+Processes are forked from a server that has imported torch and sf once (`sf.runtime.process_start`), or spawned
+where an external profiler wraps them, through `start_component_process`, one call per process.
 Every process watches the shared stop event and its parent; the runner watches every process, so a
 crash anywhere ends the run within seconds, with the profiles that could be collected.
 
@@ -38,6 +38,7 @@ from sf.profiling import resources, timeline
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime import process_start
 from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
 from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
                               rollout_worker_name)
@@ -125,9 +126,11 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             # so a signal to the whole process group cannot end an engine or a learner half-way.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             with runner.timing.add_time("start_processes"):
+                start_ctx = process_start.component_context(process_start.preload_modules(shared["envs"]),
+                                                            cfg.force_envs_single_thread)
                 for kind, a, b in specs:
                     label = _process_label(kind, a, b)
-                    processes[label] = start_component_process(ctx, kind, a, b, shared)
+                    processes[label] = start_component_process(start_ctx, kind, a, b, shared)
                     log.info("started %s pid=%d", label, processes[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if cluster is not None:
@@ -149,6 +152,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                 if profile is not None:
                     profile.end()
                 _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
+                process_start.stop_server()
                 end_orphans(keep)
                 lock_watch.stop()
             if adopted:
@@ -180,12 +184,16 @@ def _routes(cfg, queues: dict) -> dict:
 
 
 def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict) -> mp.Process:
-    """Start one component process. The single place to change how a kind of process is launched."""
+    """Start one component process. The single place to change how a kind of process is launched: from `ctx`, or
+    spawned under the profiler's wrapper script when an external profiler covers it."""
     label = _process_label(kind, a, b)
-    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
     cfg = shared["cfg"]
+    profiled_kind = _profiled_kind(cfg, kind)
+    if profiling.wraps(cfg.profiling, profiled_kind):
+        ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
     with thread_limits(kind == "rollout" and cfg.force_envs_single_thread), \
-            profiling.launched_under_profiler(ctx, cfg.profiling, _profiled_kind(cfg, kind), label):
+            profiling.launched_under_profiler(ctx, cfg.profiling, profiled_kind, label):
         proc.start()
     return proc
 

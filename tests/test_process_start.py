@@ -1,0 +1,71 @@
+"""Component processes are forked from a server that imported torch and sf once, and start as the runner's own
+settings say: SIGINT and SIGTERM blocked, one math thread in the rollout workers; the server goes with the run."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, alive, read_until, shm_leaked, started_pids
+
+from sf.runtime.process_start import BASE_PRELOAD, preload_modules
+
+
+def _factory_of(module: str):
+    def make(*args):
+        return None
+
+    make.__module__ = module
+    return make
+
+
+def test_the_server_preloads_sf_and_the_modules_that_registered_the_envs():
+    factories = {"doom_basic": _factory_of("sf_examples.vizdoom.doom_envs"), "mine": _factory_of("__main__"),
+                 "doom_health": _factory_of("sf_examples.vizdoom.doom_envs"), "ant": _factory_of("my.mujoco_envs")}
+    assert preload_modules(factories) == [*BASE_PRELOAD, "my.mujoco_envs", "sf_examples.vizdoom.doom_envs"]
+
+
+def _status_mask(pid: int, field: str) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(rf"^{field}:\s*([0-9a-f]+)$", text, re.M).group(1), 16)
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(p.decode().split("=", 1) for p in pairs if b"=" in p)
+
+
+def test_components_are_forked_from_one_server_with_the_runners_settings(tmp_path, shm_before):
+    proc = subprocess.Popen([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", "--use_rnn=False",
+                             "--encoder_mlp_layers", "32", "--num_workers=2", "--num_envs_per_worker=4",
+                             "--inference_placement=own_process", "--train_for_env_steps=100000000",
+                             "--experiment=forked", f"--train_dir={tmp_path}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={"PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "4"})
+    lines: list[str] = []
+    try:
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        pids = started_pids(lines)
+        assert set(pids) == {"Learner 0", "InferenceWorker_p0-w0", "RolloutWorker_w0", "RolloutWorker_w1"}
+        servers = {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids.values()}
+        assert len(servers) == 1
+        server = servers.pop()
+        assert server != proc.pid and "forkserver" in _cmdline(server)
+        blocked = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+        for name, pid in pids.items():
+            assert "forkserver" in _cmdline(pid), name  # forked from the server, not a fresh interpreter
+            assert _status_mask(pid, "SigBlk") & blocked == blocked, name
+            assert _environ(pid)["OMP_NUM_THREADS"] == "1", name  # --force_envs_single_thread (the default)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert not alive(server) and all(not alive(pid) for pid in pids.values())
+    assert not shm_leaked(shm_before)
