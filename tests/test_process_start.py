@@ -2,15 +2,17 @@
 settings say: SIGINT and SIGTERM blocked, one math thread in the rollout workers; the server goes with the run."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import ROOT, alive, read_until, shm_leaked, started_pids
 
-from sf.runtime.process_start import BASE_PRELOAD, preload_modules
+from sf.runtime.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
 
 
 def _factory_of(module: str):
@@ -69,3 +71,25 @@ def test_components_are_forked_from_one_server_with_the_runners_settings(tmp_pat
     assert proc.returncode == 0
     assert not alive(server) and all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
+
+
+def _leave_a_process_behind(pids) -> None:
+    """A component that starts a program without closing its descriptors (as VizDoom does), then dies."""
+    pids.put(subprocess.Popen(["sleep", "120"], close_fds=False).pid)
+
+
+def test_a_process_left_behind_cannot_keep_the_server_from_stopping():
+    ctx = component_context(["os"], single_thread=False)
+    pids = ctx.Queue()
+    component = ctx.Process(target=_leave_a_process_behind, args=(pids,))
+    component.start()
+    left_behind = pids.get(timeout=60)
+    component.join(timeout=60)
+    try:
+        assert alive(left_behind) and server_pids()
+        started = time.monotonic()
+        stop_server(timeout_s=1.0)  # the sleep holds the server's "alive" pipe: it would wait 120 s
+        assert time.monotonic() - started < 10
+        assert not server_pids()
+    finally:
+        os.kill(left_behind, signal.SIGKILL)

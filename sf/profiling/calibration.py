@@ -46,7 +46,7 @@ class TrainingMix:
     """One step of a small actor-critic's work, the operator mix a short RL training on a vector env records:
     a no-grad forward and action sampling for a few envs, then a PPO-style loss on a minibatch, backward, gradient
     clipping and an Adam step. The sizes are CartPole-like; the per-operator cost depends on the kinds of operators
-    (autograd bookkeeping, optimizer kernels), far less on the tensor sizes."""
+    (autograd bookkeeping, optimizer loops), far less on the tensor sizes."""
 
     def __init__(self, obs: int = 8, hidden: int = 64, actions: int = 4, envs: int = 16, batch: int = 256):
         generator = torch.Generator().manual_seed(0)
@@ -55,7 +55,7 @@ class TrainingMix:
             self.encoder = nn.Sequential(nn.Linear(obs, hidden), nn.ELU(), nn.Linear(hidden, hidden), nn.ELU())
             self.policy, self.value = nn.Linear(hidden, actions), nn.Linear(hidden, 1)
         self.params = [*self.encoder.parameters(), *self.policy.parameters(), *self.value.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=1e-4, eps=1e-6, fused=True)  # as the learner on the CPU
+        self.optimizer = torch.optim.Adam(self.params, lr=1e-4, eps=1e-6)
         self.env_obs = torch.randn(envs, obs, generator=generator)
         self.obs = torch.randn(batch, obs, generator=generator)
         self.actions = torch.randint(actions, (batch,), generator=generator)
@@ -74,7 +74,7 @@ class TrainingMix:
         loss = -surrogate.mean() + 0.5 * value_error.mean()
         self.optimizer.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(self.params, 4.0, foreach=True)
+        nn.utils.clip_grad_norm_(self.params, 4.0)
         self.optimizer.step()
 
 

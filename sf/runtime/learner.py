@@ -23,9 +23,6 @@ from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_
 
 log = logging.getLogger("sf")
 
-# devices with torch's fused Adam and multi-tensor gradient norm (the per-tensor loops elsewhere)
-FUSED_OPTIMIZER_DEVICES = ("cpu", "cuda")
-
 
 class Learner(Component):
     wait_key = "wait_batch"
@@ -52,10 +49,8 @@ class Learner(Component):
     def _init(self) -> None:
         cfg = self.cfg
         params = list(self.model.parameters())
-        # one fused kernel for every parameter where torch has one, not about ten operators per parameter tensor:
-        # a step of CartPole's network 0.14 -> 0.04 ms, of a Doom-sized one 7.8 -> 1.3 ms (one CPU thread)
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                          eps=cfg.adam_eps, fused=self.device.type in FUSED_OPTIMIZER_DEVICES)
+                                          eps=cfg.adam_eps)
         state = self.checkpoints.load(cfg.load_checkpoint_kind) if cfg.restart_behavior == "resume" else None
         if state is not None:
             self.model.load_state_dict(state["model"])
@@ -196,8 +191,7 @@ class Learner(Component):
                     losses["total_loss"].backward()
                     with self.timing.add_time("clip"):
                         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")  # 0: no clipping
-                        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm,
-                                                           foreach=self.device.type in FUSED_OPTIMIZER_DEVICES)
+                        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
                     self._apply_lr(self.lr * valid_fraction)  # masked data: a proportionally smaller step
                     self.optimizer.step()
                 epoch_kls.append(float(losses["kl_divergence"]))

@@ -13,12 +13,19 @@ torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner 
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import multiprocessing.forkserver
+import os
+import signal
+import threading
 from multiprocessing.context import BaseContext
 
 from sf.utils.process_settings import thread_limits
 
+log = logging.getLogger("sf")
+
+STOP_TIMEOUT_S = 5.0
 BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel")
 
 
@@ -44,10 +51,31 @@ def component_context(preload: list[str], single_thread: bool) -> BaseContext:
     return ctx
 
 
-def stop_server() -> None:
-    """End the fork server once every component it started is gone, so a later run in this process starts its own
-    (with that run's preload) and nothing of this run outlives it."""
-    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+def _server():
+    return getattr(multiprocessing.forkserver, "_forkserver", None)
+
+
+def server_pids() -> set[int]:
+    """The fork server's pid while it runs (for cleanups of left-behind processes to spare)."""
+    pid = getattr(_server(), "_forkserver_pid", None)
+    return {pid} if pid is not None else set()
+
+
+def stop_server(timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """End the fork server once every component it started and every process they started are gone, so a later run
+    in this process starts its own (with that run's preload) and nothing of this run outlives it.
+
+    The server leaves when no process holds its "alive" pipe any more, and every child it forks holds that pipe,
+    as does whatever a child starts without closing its descriptors (a VizDoom engine). A process that should be
+    gone and is not would keep it waiting: after `timeout_s` it is killed."""
+    server, pids = _server(), server_pids()
     stop = getattr(server, "_stop", None)
-    if stop is not None:
-        stop()
+    if stop is None or not pids:
+        return
+    stopper = threading.Thread(target=stop, name="sf-forkserver-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout_s)
+    if stopper.is_alive():
+        log.warning("the fork server did not stop within %.0f s: killing it", timeout_s)
+        os.kill(pids.pop(), signal.SIGKILL)
+        stopper.join()

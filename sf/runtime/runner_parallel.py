@@ -152,8 +152,8 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                 if profile is not None:
                     profile.end()
                 _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
+                end_orphans(keep | process_start.server_pids())  # a killed worker's engines hold the server
                 process_start.stop_server()
-                end_orphans(keep)
                 lock_watch.stop()
             if adopted:
                 adopt_orphans(False)
