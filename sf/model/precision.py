@@ -4,13 +4,14 @@ bf16 runs the encoder's convolutions and fully connected layers under autocast i
 accumulation); the weights, the recurrent core, the heads, the losses and the optimizer stay float32, so action
 probabilities, log-probabilities and values keep their full precision. `auto` picks bf16 where it was measured to pay:
 CPUs with AMX tiles, matrix units that multiply bfloat16 only (the Doom suite's encoder, forward and backward on a
-1,024-sample batch: 0.66 -> 0.37 s per learner step on one core). Elsewhere (other CPUs, CUDA) `auto` is fp32.
+1,024-sample batch: 0.69 -> 0.40 s per learner step on one core). Elsewhere (other CPUs, CUDA) `auto` is fp32.
 """
 from __future__ import annotations
 
 from functools import cache
 
 import torch
+
 
 @cache
 def amx_available() -> bool:
