@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= vizdoom,mujoco,profiling,wandb,ray,dev
 
-.PHONY: venv train test test-slow bench clean
+.PHONY: venv train lint test test-slow bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ train: venv
 	$(PY) -m sf_examples.train_gym_env --env=CartPole-v1 --serial_mode=True --async_rl=False \
 		--train_for_env_steps=50000 --experiment=make_train --restart_behavior=overwrite --seed=1
 
-test: venv
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
 	$(PY) -m pytest -q
 
 test-slow: venv

@@ -6,14 +6,15 @@ The difference is what the env adds per step: resizing, episode-end bookkeeping,
     python benchmarks/bench_doom_env.py [--env doom_benchmark] [--steps 2000] [--wide_aspect_ratio]
     pytest benchmarks/bench_doom_env.py --benchmark-enable
 """
+
 from __future__ import annotations
 
 import argparse
 import time
 import timeit
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable
 
 import numpy as np
 
@@ -38,10 +39,12 @@ class DoomOverhead:
 
     def __str__(self) -> str:
         h, w = self.render_hw
-        return (f"{self.env_name} ({w}x{h} -> 128x72, frameskip {FRAMESKIP}): raw DoomGame {self.raw_us:.0f} us/step, "
-                f"DoomEnv {self.env_us:.0f} us/step ({self.env_us / self.raw_us:.3f}x), "
-                f"EnvAdapter(DoomEnv) {self.adapter_us:.0f} us/step ({self.adapter_us / self.raw_us:.3f}x), "
-                f"resize alone {self.resize_us:.1f} us")
+        return (
+            f"{self.env_name} ({w}x{h} -> 128x72, frameskip {FRAMESKIP}): raw DoomGame {self.raw_us:.0f} us/step, "
+            f"DoomEnv {self.env_us:.0f} us/step ({self.env_us / self.raw_us:.3f}x), "
+            f"EnvAdapter(DoomEnv) {self.adapter_us:.0f} us/step ({self.adapter_us / self.raw_us:.3f}x), "
+            f"resize alone {self.resize_us:.1f} us"
+        )
 
 
 def step_raw(env: DoomEnv, actions: np.ndarray) -> None:
@@ -109,8 +112,9 @@ def test_doom_env_step(benchmark):
     finally:
         env.close()
     overhead = measure(ENV, STEPS, repeats=2)
-    benchmark.extra_info.update(raw_us=overhead.raw_us, env_us=overhead.env_us, adapter_us=overhead.adapter_us,
-                                resize_us=overhead.resize_us)
+    benchmark.extra_info.update(
+        raw_us=overhead.raw_us, env_us=overhead.env_us, adapter_us=overhead.adapter_us, resize_us=overhead.resize_us
+    )
     print(f"\n{overhead}")
 
 

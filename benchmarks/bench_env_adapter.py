@@ -1,14 +1,15 @@
 """Per-step cost of EnvAdapter on CartPole-v1, as a ratio to stepping the same gymnasium env directly.
 
-    python benchmarks/bench_env_adapter.py [--steps 20000]
-    pytest benchmarks/bench_env_adapter.py --benchmark-enable
+python benchmarks/bench_env_adapter.py [--steps 20000]
+pytest benchmarks/bench_env_adapter.py --benchmark-enable
 """
+
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -29,8 +30,10 @@ class Overhead:
         return self.adapter_us / self.raw_us
 
     def __str__(self) -> str:
-        return (f"{ENV_ID}: raw {self.raw_us:.2f} us/step, adapter {self.adapter_us:.2f} us/step, "
-                f"overhead {self.adapter_us - self.raw_us:.2f} us/step, ratio {self.ratio:.3f}x")
+        return (
+            f"{ENV_ID}: raw {self.raw_us:.2f} us/step, adapter {self.adapter_us:.2f} us/step, "
+            f"overhead {self.adapter_us - self.raw_us:.2f} us/step, ratio {self.ratio:.3f}x"
+        )
 
 
 def step_raw(env: gym.Env, steps: int) -> None:

@@ -1,14 +1,15 @@
 """CPU time of the two GAE implementations (numba kernel vs torch reverse loop) on typical batch shapes.
 
-    python benchmarks/bench_gae.py [--repeats 50]
-    pytest benchmarks/bench_gae.py --benchmark-enable
+python benchmarks/bench_gae.py [--repeats 50]
+pytest benchmarks/bench_gae.py --benchmark-enable
 """
+
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -38,8 +39,10 @@ class Timing:
     torch_us: float
 
     def __str__(self) -> str:
-        return (f"N={self.n:5d} T={self.t:4d}: numba {self.numba_us:9.1f} us, torch {self.torch_us:9.1f} us, "
-                f"torch/numba {self.torch_us / self.numba_us:6.1f}x")
+        return (
+            f"N={self.n:5d} T={self.t:4d}: numba {self.numba_us:9.1f} us, torch {self.torch_us:9.1f} us, "
+            f"torch/numba {self.torch_us / self.numba_us:6.1f}x"
+        )
 
 
 def _best_us(fn: GaeFn, inputs, repeats: int) -> float:

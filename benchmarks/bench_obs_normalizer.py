@@ -7,11 +7,12 @@ Shapes are Doom's default observation (3 x 72 x 128) at the learner's batch (102
 batch (16). "update" moves the running per-pixel statistics; "normalize" produces the float32 channels-last
 input of the conv encoder.
 """
+
 from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -55,8 +56,10 @@ def normalize_numba(stats: RunningMeanStd, x: torch.Tensor) -> torch.Tensor:
 
 
 IMPLS: dict[str, Callable] = {
-    "update_torch": update_torch, "update_numba": update_numba,
-    "normalize_torch": normalize_torch, "normalize_numba": normalize_numba,
+    "update_torch": update_torch,
+    "update_numba": update_numba,
+    "normalize_torch": normalize_torch,
+    "normalize_numba": normalize_numba,
 }
 
 
@@ -89,7 +92,10 @@ def main() -> None:
         for op in ("update", "normalize"):
             t_torch = _best_ms(IMPLS[f"{op}_torch"], RunningMeanStd(SHAPE), x, args.repeats)
             t_numba = _best_ms(IMPLS[f"{op}_numba"], RunningMeanStd(SHAPE), x, args.repeats)
-            print(f"N={n:5d} {op:9s}: torch {t_torch:8.2f} ms, numba {t_numba:8.2f} ms, torch/numba {t_torch / t_numba:5.1f}x")
+            print(
+                f"N={n:5d} {op:9s}: torch {t_torch:8.2f} ms, numba {t_numba:8.2f} ms, "
+                f"torch/numba {t_torch / t_numba:5.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """What each profiling setting costs in throughput: a suite of `sf.benchmark` (CartPole by default, or Doom) with each
 backend on every group and on the learner alone, and with `--profiling_timeline=True`, each run between two runs
-with profiling off in the same invocation; a setting's figure is its FPS over the mean of its two neighbours, which cancels a machine
-whose load drifts during the invocation. Beside FPS it records the CPU seconds of each run's whole process tree per
-million frames, which a busy machine disturbs less than wall time.
+with profiling off in the same invocation; a setting's figure is its FPS over the mean of its two neighbours, which
+cancels a machine whose load drifts during the invocation. Beside FPS it records the CPU seconds of each run's whole
+process tree per million frames, which a busy machine disturbs less than wall time.
 
     python benchmarks/bench_profiling_cost.py [--suite doom] [--settings timeline ...] [--rounds 1] [--frames 40000]
         [--out f.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,14 @@ def _children_cpu_s() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(SUITES), default="cartpole")
-    parser.add_argument("--settings", nargs="+", default=None, choices=[s for s in SETTINGS if s != "off"],
-                        metavar="SETTING", help=f"the settings to measure (default: all of {list(SETTINGS)[1:]})")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=None,
+        choices=[s for s in SETTINGS if s != "off"],
+        metavar="SETTING",
+        help=f"the settings to measure (default: all of {list(SETTINGS)[1:]})",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--frames", type=int, default=40_000)
     parser.add_argument("--out", default=None)
@@ -63,17 +70,23 @@ def main() -> int:
             fps["off"].append(after)
             around[name].append((before + after) / 2)
             ratio[name].append(fps[name][-1] / around[name][-1])
-            print(f"round {round_}: {name}: {fps[name][-1]:.0f} FPS, off around it {before:.0f} / {after:.0f}",
-                  flush=True)
+            print(
+                f"round {round_}: {name}: {fps[name][-1]:.0f} FPS, off around it {before:.0f} / {after:.0f}", flush=True
+            )
             before = after
-    print("| setting | FPS | FPS off (the runs around it) | ratio | CPU s per 1M frames (off: "
-          f"{statistics.mean(cpu['off']):.1f}) |\n| --- | --- | --- | --- | --- |")
+    print(
+        "| setting | FPS | FPS off (the runs around it) | ratio | CPU s per 1M frames (off: "
+        f"{statistics.mean(cpu['off']):.1f}) |\n| --- | --- | --- | --- | --- |"
+    )
     for name, values in ratio.items():
-        print(f"| {name} | {statistics.mean(fps[name]):.0f} | {statistics.mean(around[name]):.0f} | "
-              f"{statistics.mean(values):.3f} | {statistics.mean(cpu[name]):.1f} |")
+        print(
+            f"| {name} | {statistics.mean(fps[name]):.0f} | {statistics.mean(around[name]):.0f} | "
+            f"{statistics.mean(values):.3f} | {statistics.mean(cpu[name]):.1f} |"
+        )
     if args.out:
-        Path(args.out).write_text(json.dumps({"fps": fps, "ratio_to_neighbouring_off": ratio,
-                                              "cpu_s_per_million_frames": cpu}, indent=2))
+        Path(args.out).write_text(
+            json.dumps({"fps": fps, "ratio_to_neighbouring_off": ratio, "cpu_s_per_million_frames": cpu}, indent=2)
+        )
     return 0
 
 

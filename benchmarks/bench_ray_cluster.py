@@ -6,6 +6,7 @@ as the node agent counted them.
 
     python benchmarks/bench_ray_cluster.py [--suite doom] [--rounds 1] [--frames 60000] [--out results.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,13 +52,21 @@ def main() -> int:
     suite = SUITES[args.suite]
     workers = int(next(f for f in suite.flags if f.startswith("--num_workers=")).split("=")[1])
     repo = Path(__file__).resolve().parents[1]
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args=dict(num_cpus=1, object_store_memory=STORE_BYTES, include_dashboard=False))
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args=dict(num_cpus=1, object_store_memory=STORE_BYTES, include_dashboard=False),
+    )
     cluster.add_node(num_cpus=1, resources={SECOND: workers}, object_store_memory=STORE_BYTES)
     try:
         cluster.wait_for_nodes()
         frames = [f"--train_for_env_steps={args.frames}"]
-        remote = [*frames, "--backend=ray", f"--ray_address={cluster.address}", f"--ray_worker_groups={SECOND}:{workers}"]
+        remote = [
+            *frames,
+            "--backend=ray",
+            f"--ray_address={cluster.address}",
+            f"--ray_worker_groups={SECOND}:{workers}",
+        ]
         local_fps, ray_fps, ratios, transfers = [], [], [], []
         before = run(suite, frames, repo)["fps"]
         local_fps.append(before)
@@ -68,23 +77,39 @@ def main() -> int:
             ray_fps.append(on_ray["fps"])
             ratios.append(on_ray["fps"] / ((before + after) / 2))
             transfers.append(on_ray["transfer"])
-            print(f"round {round_}: ray {on_ray['fps']:.0f} FPS, local around it {before:.0f} / {after:.0f}", flush=True)
+            print(
+                f"round {round_}: ray {on_ray['fps']:.0f} FPS, local around it {before:.0f} / {after:.0f}", flush=True
+            )
             before = after
     finally:
         cluster.shutdown()
     sent = {key: sum(t[key] for t in transfers) for key in transfers[0]}
     per_frame = sent["bytes_sent"] / sent["frames_sent"]
     per_update = sent["weight_bytes_received"] / sent["weight_updates"]
-    print(f"| suite | local FPS | ray FPS (all workers on node 2) | share of local | bytes per frame | "
-          f"bytes per weight update |\n| --- | --- | --- | --- | --- | --- |")
-    print(f"| {args.suite} | {statistics.mean(local_fps):.0f} | {statistics.mean(ray_fps):.0f} | "
-          f"{statistics.mean(ratios):.2f} | {per_frame:.0f} | {per_update:.0f} |")
+    print(
+        "| suite | local FPS | ray FPS (all workers on node 2) | share of local | bytes per frame | "
+        "bytes per weight update |\n| --- | --- | --- | --- | --- | --- |"
+    )
+    print(
+        f"| {args.suite} | {statistics.mean(local_fps):.0f} | {statistics.mean(ray_fps):.0f} | "
+        f"{statistics.mean(ratios):.2f} | {per_frame:.0f} | {per_update:.0f} |"
+    )
     for name, bytes_per_s in (("1 GbE", 125e6), ("10 GbE", 1.25e9)):
         print(f"{name}: trajectories alone saturate the link at {bytes_per_s / per_frame:,.0f} frames/s")
     if args.out:
-        Path(args.out).write_text(json.dumps({"local_fps": local_fps, "ray_fps": ray_fps, "ratio": ratios,
-                                              "transfers": transfers, "bytes_per_frame": per_frame,
-                                              "bytes_per_weight_update": per_update}, indent=2))
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "local_fps": local_fps,
+                    "ray_fps": ray_fps,
+                    "ratio": ratios,
+                    "transfers": transfers,
+                    "bytes_per_frame": per_frame,
+                    "bytes_per_weight_update": per_update,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

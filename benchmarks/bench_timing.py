@@ -1,8 +1,9 @@
 """Cost of one `with timing.<mode>(key):` block, net of the loop that drives it (goal: <= 2 us).
 
-    python benchmarks/bench_timing.py [--blocks 1000000]
-    pytest benchmarks/bench_timing.py --benchmark-enable
+python benchmarks/bench_timing.py [--blocks 1000000]
+pytest benchmarks/bench_timing.py --benchmark-enable
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,10 +76,14 @@ def main() -> None:
     args = parser.parse_args()
     for mode, loop in MODES.items():
         print(f"{mode} overhead per block: {overhead_us(loop, args.blocks):.2f} us")
-    print(f"add_time after a profiling capture window opened and closed: {after_capture_window_us(args.blocks):+.3f} us "
-          "per block against before it")
-    print(f"timeline recording: add_time {timeline_scope_us(args.blocks):+.3f} us per block, "
-          f"message send + dispatch {timeline_message_us(args.blocks // 4):+.3f} us per message, against unrecorded")
+    print(
+        f"add_time after a profiling capture window opened and closed: {after_capture_window_us(args.blocks):+.3f} us "
+        "per block against before it"
+    )
+    print(
+        f"timeline recording: add_time {timeline_scope_us(args.blocks):+.3f} us per block, "
+        f"message send + dispatch {timeline_message_us(args.blocks // 4):+.3f} us per message, against unrecorded"
+    )
 
 
 def after_capture_window_us(blocks: int) -> float:

@@ -6,6 +6,7 @@ Each CSV holds `frames,reward` (the average return of the last 100 episodes, as 
 TensorBoard); files are named `<run>_s<seed>.csv`. The table gives each run's value at fixed frame counts (the last
 value logged at or before each count; blank where the run stopped earlier).
 """
+
 from __future__ import annotations
 
 import sys
@@ -47,8 +48,14 @@ def main() -> int:
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, seeds in sorted(runs.items()):
         for i, (frames, rewards) in enumerate(seeds):
-            ax.plot(frames / 1e3, rewards, color=COLORS.get(name), alpha=0.8,
-                    linestyle="-" if i == 0 else "--", label=f"{LABELS.get(name, name)}, seed {i + 1}")
+            ax.plot(
+                frames / 1e3,
+                rewards,
+                color=COLORS.get(name),
+                alpha=0.8,
+                linestyle="-" if i == 0 else "--",
+                label=f"{LABELS.get(name, name)}, seed {i + 1}",
+            )
     ax.set_xlabel("env frames (thousands)")
     ax.set_ylabel("average episode return (last 100)")
     ax.set_title("GoalGate (Dict obs, Tuple(Discrete, Box) actions), base defaults")

@@ -4,11 +4,12 @@ cannot drift from the code: `python docs/gen_flags.py > /tmp/flags.md`, then pas
 One table per argument group of `sf.cfg.arguments.make_parser(evaluation=True)`, then the flags that
 `sf_examples.vizdoom.doom_envs.add_doom_args` adds for the VizDoom scripts.
 """
+
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from sf.cfg.arguments import make_parser, str2bool
 from sf_examples.vizdoom.doom_envs import add_doom_args
@@ -56,16 +57,23 @@ def cell(text: str) -> str:
         if i % 2:
             out.append(f"`{part}`")
         else:
-            out.append(part.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
-                       .replace("<", "&lt;").replace(">", "&gt;"))
+            out.append(
+                part.replace("\\", "\\\\")
+                .replace("|", "\\|")
+                .replace("*", "\\*")
+                .replace("<", "&lt;")
+                .replace(">", "&gt;")
+            )
     return "".join(out)
 
 
 def table(actions: Iterable[argparse.Action]) -> list[str]:
     lines = ["| flag | type | default | meaning |", "| --- | --- | --- | --- |"]
     for action in actions:
-        lines.append(f"| `{action.option_strings[0]}` | {value_type(action)} | {default_text(action)} | "
-                     f"{cell(action.help or '')} |")
+        lines.append(
+            f"| `{action.option_strings[0]}` | {value_type(action)} | {default_text(action)} | "
+            f"{cell(action.help or '')} |"
+        )
     return lines
 
 

@@ -11,6 +11,7 @@ and training side by side, as a table, `benchmark.json` and `benchmark.png` in `
 `--auto_tune=True --tune_budget_s=N` (with `--env=...` or `--suite ...`): short runs of candidate layouts chosen
 by the profile report's verdicts; prints the best layout, its FPS and the command that trains with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,20 +39,52 @@ class Suite:
 SUITES: dict[str, Suite] = {
     "cartpole": Suite(
         "sf_examples.train_gym_env",
-        ("--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=16", "--benchmark=True", "--device=cpu",
-         "--use_rnn=False", "--encoder_mlp_layers", "64", "64", "--rollout=32", "--batch_size=1024",
-         "--num_batches_per_epoch=1", "--num_epochs=1", "--train_for_env_steps=1000000"),
+        (
+            "--env=CartPole-v1",
+            "--num_workers=2",
+            "--num_envs_per_worker=16",
+            "--benchmark=True",
+            "--device=cpu",
+            "--use_rnn=False",
+            "--encoder_mlp_layers",
+            "64",
+            "64",
+            "--rollout=32",
+            "--batch_size=1024",
+            "--num_batches_per_epoch=1",
+            "--num_epochs=1",
+            "--train_for_env_steps=1000000",
+        ),
         "gymnasium.make('CartPole-v1')",
     ),
     "doom": Suite(
         "sf_examples.vizdoom.train_vizdoom",
-        ("--env=doom_defend_the_center", "--env_frameskip=4", "--use_rnn=True", "--num_workers=4",
-         "--num_envs_per_worker=8", "--num_policies=1", "--num_epochs=1", "--rollout=32", "--recurrence=32",
-         "--batch_size=1024", "--benchmark=True", "--decorrelate_envs_on_one_worker=False", "--res_w=128", "--res_h=72",
-         "--wide_aspect_ratio=True", "--policy_workers_per_policy=1", "--worker_num_splits=2",
-         "--batched_sampling=False", "--serial_mode=False", "--async_rl=True", "--device=cpu",
-         "--train_for_env_steps=250000"),
-        "__import__('sf_examples.vizdoom.doom_envs', fromlist=['x']).make_doom_env('doom_defend_the_center', None, None)",
+        (
+            "--env=doom_defend_the_center",
+            "--env_frameskip=4",
+            "--use_rnn=True",
+            "--num_workers=4",
+            "--num_envs_per_worker=8",
+            "--num_policies=1",
+            "--num_epochs=1",
+            "--rollout=32",
+            "--recurrence=32",
+            "--batch_size=1024",
+            "--benchmark=True",
+            "--decorrelate_envs_on_one_worker=False",
+            "--res_w=128",
+            "--res_h=72",
+            "--wide_aspect_ratio=True",
+            "--policy_workers_per_policy=1",
+            "--worker_num_splits=2",
+            "--batched_sampling=False",
+            "--serial_mode=False",
+            "--async_rl=True",
+            "--device=cpu",
+            "--train_for_env_steps=250000",
+        ),
+        "__import__('sf_examples.vizdoom.doom_envs', fromlist=['x'])"
+        ".make_doom_env('doom_defend_the_center', None, None)",
     ),
     "ant": Suite(
         "sf_examples.mujoco.train_mujoco",
@@ -120,30 +153,55 @@ def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
 def _parser() -> argparse.ArgumentParser:
     from sf.cfg.arguments import str2bool
 
-    parser = argparse.ArgumentParser(prog="python -m sf.benchmark", description=__doc__, allow_abbrev=False,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=sorted(SUITES), default=None,
-                        help="compare with Sample Factory on this suite (or, with --auto_tune, tune its layout)")
+    parser = argparse.ArgumentParser(
+        prog="python -m sf.benchmark",
+        description=__doc__,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default=None,
+        help="compare with Sample Factory on this suite (or, with --auto_tune, tune its layout)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="suite mode: runs of each framework, alternating")
-    parser.add_argument("--sample_factory", default=None,
-                        help="python interpreter of a venv with sample-factory installed, to run the same command")
+    parser.add_argument(
+        "--sample_factory",
+        default=None,
+        help="python interpreter of a venv with sample-factory installed, to run the same command",
+    )
     parser.add_argument("--sample_factory_cwd", default=None, help="scratch folder for Sample Factory's runs")
     parser.add_argument("--out", default=None, help="suite mode: write the result as JSON to this file")
-    parser.add_argument("--phase_s", type=float, default=30.0,
-                        help="env mode: seconds each phase runs (sampling and training stop earlier if the "
-                             "command line gives --train_for_env_steps or --train_for_seconds)")
-    parser.add_argument("--auto_tune", type=str2bool, nargs="?", const=True, default=False,
-                        help="try layouts guided by the profile report's verdicts and print the fastest")
+    parser.add_argument(
+        "--phase_s",
+        type=float,
+        default=30.0,
+        help="env mode: seconds each phase runs (sampling and training stop earlier if the "
+        "command line gives --train_for_env_steps or --train_for_seconds)",
+    )
+    parser.add_argument(
+        "--auto_tune",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="try layouts guided by the profile report's verdicts and print the fastest",
+    )
     parser.add_argument("--tune_budget_s", type=float, default=300.0, help="auto-tune: total seconds for all trials")
-    parser.add_argument("--tune_trial_s", type=float, default=None,
-                        help="auto-tune: seconds of each trial run (default: budget / 8, within 8..60)")
+    parser.add_argument(
+        "--tune_trial_s",
+        type=float,
+        default=None,
+        help="auto-tune: seconds of each trial run (default: budget / 8, within 8..60)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Flags this tool does not know are training flags; in suite mode they come after `--`."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: len(argv) - len(extra) - 1] if "--" in argv else argv
     args, training_flags = _parser().parse_known_args(argv)
     args.extra = extra
@@ -182,9 +240,17 @@ def run_suite(args: argparse.Namespace) -> int:
         print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")
     print(f"sf FPS / bare env steps per second: {result.share_of_bare_env:.1%}")
     if args.out:
-        Path(args.out).write_text(json.dumps({**asdict(result), "ratio": result.ratio,
-                                              "bare_env_steps_per_s": result.bare_env_steps_per_s,
-                                              "share_of_bare_env": result.share_of_bare_env}, indent=2))
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    **asdict(result),
+                    "ratio": result.ratio,
+                    "bare_env_steps_per_s": result.bare_env_steps_per_s,
+                    "share_of_bare_env": result.share_of_bare_env,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

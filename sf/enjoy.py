@@ -1,5 +1,6 @@
 """Evaluation: load the newest (or, with --load_checkpoint_kind=best, the best) checkpoint of an experiment,
 play episodes, print the average reward, optionally record them as an mp4."""
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,9 @@ def merged_cfg(cli_cfg):
     """The experiment's saved config, with whatever was given on this command line on top."""
     path = Path(cli_cfg.train_dir) / cli_cfg.experiment / "config.json"
     if not path.exists():
-        raise FileNotFoundError(f"no experiment at {path.parent} (config.json missing): check --train_dir and --experiment")
+        raise FileNotFoundError(
+            f"no experiment at {path.parent} (config.json missing): check --train_dir and --experiment"
+        )
     cfg = load_cfg_json(path)
     for key, value in vars(cli_cfg).items():
         if key in cli_cfg.cli_args or not hasattr(cfg, key):
@@ -45,8 +48,10 @@ def enjoy(cli_cfg) -> int:
     checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
     state = checkpoints.load(cfg.load_checkpoint_kind, device)
     if state is None:
-        raise FileNotFoundError(f"no {cfg.load_checkpoint_kind} checkpoint in {checkpoints.dir} "
-                                f"(--load_checkpoint_kind={cfg.load_checkpoint_kind})")
+        raise FileNotFoundError(
+            f"no {cfg.load_checkpoint_kind} checkpoint in {checkpoints.dir} "
+            f"(--load_checkpoint_kind={cfg.load_checkpoint_kind})"
+        )
     model.load_state_dict(state["model"])
     model.eval()
     log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
@@ -77,7 +82,9 @@ def enjoy(cli_cfg) -> int:
     if returns:
         log.info("Avg episode reward: %.3f over %d episodes", float(np.mean(returns)), len(returns))
     if cfg.save_video and frames:
-        path = save_video(frames, Path(cfg.train_dir) / cfg.experiment / (cfg.video_name or "replay.mp4"), cfg.fps or 30)
+        path = save_video(
+            frames, Path(cfg.train_dir) / cfg.experiment / (cfg.video_name or "replay.mp4"), cfg.fps or 30
+        )
         log.info("video written to %s", path)
     return 0
 

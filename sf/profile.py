@@ -1,5 +1,6 @@
 """`python -m sf.profile report <experiment_dir> [--compare <dir>] [--json]` and
 `python -m sf.profile breakdown -- <training flags>`."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,16 +9,21 @@ from pathlib import Path
 
 
 def _report(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sf.profile report",
-                                     description="Name a run's bottleneck, or diff two runs key by key.")
+    parser = argparse.ArgumentParser(
+        prog="python -m sf.profile report", description="Name a run's bottleneck, or diff two runs key by key."
+    )
     parser.add_argument("experiment_dir", help="an experiment folder with profile.json")
-    parser.add_argument("--compare", metavar="OTHER_DIR", help="diff against this experiment (the baseline is OTHER_DIR)")
+    parser.add_argument(
+        "--compare", metavar="OTHER_DIR", help="diff against this experiment (the baseline is OTHER_DIR)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
     for flag, folder in (("experiment_dir", args.experiment_dir), ("--compare", args.compare)):
         if folder is not None and not (Path(folder) / "profile.json").exists():
-            print(f"{flag}: {folder} has no profile.json; give the folder of a finished run "
-                  f"(<train_dir>/<experiment>)", file=sys.stderr)
+            print(
+                f"{flag}: {folder} has no profile.json; give the folder of a finished run (<train_dir>/<experiment>)",
+                file=sys.stderr,
+            )
             return 2
     if args.compare:
         from sf.profiling.compare import run_compare
@@ -33,8 +39,11 @@ def _report(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("report", "breakdown"):
-        print("usage: python -m sf.profile report <experiment_dir> [--compare <dir>] [--json] | "
-              "python -m sf.profile breakdown -- <training flags>", file=sys.stderr)
+        print(
+            "usage: python -m sf.profile report <experiment_dir> [--compare <dir>] [--json] | "
+            "python -m sf.profile breakdown -- <training flags>",
+            file=sys.stderr,
+        )
         return 2
     if argv[0] == "breakdown":
         from sf.profiling.breakdown import main as breakdown_main

@@ -4,6 +4,7 @@ Exit statuses: 0 when the run ended as planned or was stopped by SIGINT/SIGTERM 
 `interrupted`), 1 when it failed (status `error`), 2 when the config cannot run: then one `sf: error:` line
 names the flag and nothing is written.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,8 +56,11 @@ def run_rl(cfg) -> int:
             experiment = Experiment(cfg)
             experiment.write_config()
         except OSError as exc:
-            raise ConfigError(f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
-                              f"choose a writable folder", flag="--train_dir") from None
+            raise ConfigError(
+                f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
+                f"choose a writable folder",
+                flag="--train_dir",
+            ) from None
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -64,9 +68,19 @@ def run_rl(cfg) -> int:
         setup_logging(cfg.log_level, experiment.dir / "sf_log.txt")
     if env_error is not None:
         log.error("cannot train on env %r: %s", cfg.env, env_error)
-        experiment.write_json("summary.json", {"status": "error", "error": f"{type(env_error).__name__}: {env_error}",
-                                               "env_frames": {}, "fps": 0.0, "fps_steady": None, "wall_time_s": 0.0,
-                                               "avg_episode_reward": {}, "num_episodes": 0})
+        experiment.write_json(
+            "summary.json",
+            {
+                "status": "error",
+                "error": f"{type(env_error).__name__}: {env_error}",
+                "env_frames": {},
+                "fps": 0.0,
+                "fps_steady": None,
+                "wall_time_s": 0.0,
+                "avg_episode_reward": {},
+                "num_episodes": 0,
+            },
+        )
         return 1
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
@@ -100,4 +114,3 @@ def run_rl(cfg) -> int:
         log.error("run ended with an error: %s", summary["error"])
         return 1
     return 0
-

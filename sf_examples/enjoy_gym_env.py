@@ -1,4 +1,6 @@
-"""Evaluate an experiment trained with `train_gym_env`: `python -m sf_examples.enjoy_gym_env --env=CartPole-v1 --experiment=...`."""
+"""Evaluate an experiment trained with `train_gym_env`:
+`python -m sf_examples.enjoy_gym_env --env=CartPole-v1 --experiment=...`."""
+
 from __future__ import annotations
 
 import sys

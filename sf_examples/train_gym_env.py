@@ -1,4 +1,5 @@
 """Train on any gymnasium id: `python -m sf_examples.train_gym_env --env=CartPole-v1`."""
+
 from __future__ import annotations
 
 import sys

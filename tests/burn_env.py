@@ -1,4 +1,5 @@
 """A training entry point whose env burns a known amount of CPU in pure Python on every step (breakdown tests)."""
+
 import sys
 import time
 

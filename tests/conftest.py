@@ -9,11 +9,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_sf(args: list[str], timeout: float = 300, module: str = "sf_examples.train_gym_env", **kwargs) -> subprocess.CompletedProcess:
+def run_sf(
+    args: list[str], timeout: float = 300, module: str = "sf_examples.train_gym_env", **kwargs
+) -> subprocess.CompletedProcess:
     """Run an sf entry point as a user would, in its own process."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def read_until(proc: subprocess.Popen, pattern: str, lines: list[str]) -> re.Match:
@@ -23,7 +32,7 @@ def read_until(proc: subprocess.Popen, pattern: str, lines: list[str]) -> re.Mat
         match = re.search(pattern, line)
         if match:
             return match
-    raise AssertionError("output ended before %r:\n%s" % (pattern, "".join(lines[-50:])))
+    raise AssertionError(f"output ended before {pattern!r}:\n" + "".join(lines[-50:]))
 
 
 def alive(pid: int) -> bool:
@@ -38,7 +47,7 @@ def alive(pid: int) -> bool:
 
 def started_pids(lines: list[str]) -> dict[str, int]:
     """Component name -> pid, from the runner's `started <name> pid=<pid>` lines."""
-    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", l) for l in lines) if m}
+    return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", line) for line in lines) if m}
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """A training entry point whose env raises after a few hundred steps (for the failure tests)."""
+
 import sys
 
 import gymnasium as gym

@@ -1,6 +1,7 @@
 """A training entry point whose rollout worker 0, after a few hundred steps, takes every queue lock and policy store
 lock its process can reach, says so on its output (`locks taken: N`) and waits there to be killed: the worst moment
 for a component to die."""
+
 import gc
 import sys
 import threading

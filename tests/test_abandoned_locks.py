@@ -1,5 +1,6 @@
 """Locks a killed process held: the queue mutex is released by the watch only once its owner is gone, and a policy
 store whose lock will never come back lets its waiters go when the run stops."""
+
 import multiprocessing as mp
 import os
 import signal

@@ -1,4 +1,5 @@
 """GAE, V-trace, PPO losses, RunningMeanStd and learning-rate schedules against plain reference computations."""
+
 from __future__ import annotations
 
 import math
@@ -110,13 +111,21 @@ def normalized(xs: list[float]) -> list[float]:
 def test_ppo_losses_hand_checked():
     log_prob = torch.log(torch.tensor([1.5, 0.5, 1.1]))  # old log-probs are 0, so these are the ratios
     inp = LossInputs(
-        log_prob=log_prob, old_log_prob=torch.zeros(3), advantages=torch.tensor([1.0, -2.0, 3.0]),
-        values=torch.tensor([1.0, 0.0, 2.0]), old_values=torch.tensor([0.0, 0.0, 1.8]),
-        returns=torch.tensor([2.0, 1.0, 2.0]), entropy=torch.tensor([0.3, 0.6, 0.9]),
+        log_prob=log_prob,
+        old_log_prob=torch.zeros(3),
+        advantages=torch.tensor([1.0, -2.0, 3.0]),
+        values=torch.tensor([1.0, 0.0, 2.0]),
+        old_values=torch.tensor([0.0, 0.0, 1.8]),
+        returns=torch.tensor([2.0, 1.0, 2.0]),
+        entropy=torch.tensor([0.3, 0.6, 0.9]),
         kl_to_behaviour=torch.tensor([0.1, 0.2, 0.6]),
     )
-    out = ppo_losses(inp, LossCoefficients(clip_ratio=0.2, clip_value=0.5, value_loss_coeff=0.5,
-                                           exploration_loss_coeff=0.01, kl_loss_coeff=0.4))
+    out = ppo_losses(
+        inp,
+        LossCoefficients(
+            clip_ratio=0.2, clip_value=0.5, value_loss_coeff=0.5, exploration_loss_coeff=0.01, kl_loss_coeff=0.4
+        ),
+    )
     a = normalized([1.0, -2.0, 3.0])  # [0.1325, -1.0596, 0.9272]
     # clip range [1/1.2, 1.2]: r=1.5, A>0 -> 1.2*A; r=0.5, A<0 -> min(0.5A, A/1.2) = A/1.2; r=1.1 inside -> 1.1*A
     policy = -(1.2 * a[0] + a[1] / 1.2 + 1.1 * a[2]) / 3
@@ -125,9 +134,15 @@ def test_ppo_losses_hand_checked():
     exploration = -0.01 * 0.6
     kl = (0.1 + 0.2 + 0.6) / 3
     expected = {
-        "policy_loss": policy, "value_loss": value, "exploration_loss": exploration, "kl_loss": 0.4 * kl,
-        "total_loss": policy + value + exploration + 0.4 * kl, "entropy": 0.6, "clip_fraction": 2 / 3,
-        "ratio_mean": 3.1 / 3, "kl_divergence": kl,
+        "policy_loss": policy,
+        "value_loss": value,
+        "exploration_loss": exploration,
+        "kl_loss": 0.4 * kl,
+        "total_loss": policy + value + exploration + 0.4 * kl,
+        "entropy": 0.6,
+        "clip_fraction": 2 / 3,
+        "ratio_mean": 3.1 / 3,
+        "kl_divergence": kl,
     }
     assert set(out) == set(expected)
     for key, value in expected.items():
@@ -140,9 +155,16 @@ def test_ppo_clip_range_is_reciprocal_and_ratio_is_bounded():
     # clamped to [0.05, 20]; three of the four ratios lie outside the clip range.
     ratios = torch.tensor([0.01, 1.0, 3.0, 100.0])
     adv = torch.tensor([2.0, 1.0, -1.0, -2.0])
-    inp = LossInputs(log_prob=ratios.log(), old_log_prob=torch.zeros(4), advantages=adv, values=torch.zeros(4),
-                     old_values=torch.zeros(4), returns=torch.zeros(4), entropy=torch.zeros(4),
-                     kl_to_behaviour=torch.zeros(4))
+    inp = LossInputs(
+        log_prob=ratios.log(),
+        old_log_prob=torch.zeros(4),
+        advantages=adv,
+        values=torch.zeros(4),
+        old_values=torch.zeros(4),
+        returns=torch.zeros(4),
+        entropy=torch.zeros(4),
+        kl_to_behaviour=torch.zeros(4),
+    )
     out = ppo_losses(inp, LossCoefficients(1.5, 1.0, 0.0, 0.0))
     a = normalized([2.0, 1.0, -1.0, -2.0])
     r = [0.05, 1.0, 3.0, 20.0]
@@ -154,9 +176,17 @@ def test_ppo_clip_range_is_reciprocal_and_ratio_is_bounded():
 
 def test_symmetric_kl_exploration_is_guarded_and_clamped():
     def exploration(uniform_kl):
-        inp = LossInputs(log_prob=torch.zeros(2), old_log_prob=torch.zeros(2), advantages=torch.tensor([1.0, -1.0]),
-                         values=torch.zeros(2), old_values=torch.zeros(2), returns=torch.zeros(2),
-                         entropy=torch.tensor([5.0, 5.0]), kl_to_behaviour=torch.zeros(2), uniform_kl=uniform_kl)
+        inp = LossInputs(
+            log_prob=torch.zeros(2),
+            old_log_prob=torch.zeros(2),
+            advantages=torch.tensor([1.0, -1.0]),
+            values=torch.zeros(2),
+            old_values=torch.zeros(2),
+            returns=torch.zeros(2),
+            entropy=torch.tensor([5.0, 5.0]),
+            kl_to_behaviour=torch.zeros(2),
+            uniform_kl=uniform_kl,
+        )
         return ppo_losses(inp, LossCoefficients(0.2, 1.0, 0.5, exploration_loss_coeff=0.1))["exploration_loss"].item()
 
     assert exploration(torch.tensor([0.2, 0.4])) == pytest.approx(0.1 * 0.3)  # the entropy plays no part
@@ -167,8 +197,19 @@ def test_symmetric_kl_exploration_is_guarded_and_clamped():
 
 def test_ppo_losses_masked_mean_ignores_invalid_steps():
     gen = torch.Generator().manual_seed(5)
-    fields = {k: torch.randn(8, generator=gen) for k in ("log_prob", "old_log_prob", "advantages", "values",
-                                                          "old_values", "returns", "entropy", "kl_to_behaviour")}
+    fields = {
+        k: torch.randn(8, generator=gen)
+        for k in (
+            "log_prob",
+            "old_log_prob",
+            "advantages",
+            "values",
+            "old_values",
+            "returns",
+            "entropy",
+            "kl_to_behaviour",
+        )
+    }
     valids = torch.tensor([1, 1, 0, 1, 0, 1, 1, 0], dtype=torch.bool)
     coeffs = LossCoefficients(0.2, 1.0, 0.5, 0.003, 0.2)
     masked = ppo_losses(LossInputs(**fields, valids=valids), coeffs)
@@ -186,9 +227,19 @@ def test_ppo_loss_gradients_match_hand_derivation():
     values = torch.zeros(4, requires_grad=True)
     entropy = torch.ones(4, requires_grad=True)
     adv = [1.0, -1.0, 2.0, 0.0]
-    inp = LossInputs(log_prob, torch.zeros(4), torch.tensor(adv), values, old_values=torch.full((4,), 3.0),
-                     returns=torch.full((4,), 2.0), entropy=entropy, kl_to_behaviour=torch.zeros(4))
-    ppo_losses(inp, LossCoefficients(0.2, 1.0, value_loss_coeff=0.5, exploration_loss_coeff=0.01))["total_loss"].backward()
+    inp = LossInputs(
+        log_prob,
+        torch.zeros(4),
+        torch.tensor(adv),
+        values,
+        old_values=torch.full((4,), 3.0),
+        returns=torch.full((4,), 2.0),
+        entropy=entropy,
+        kl_to_behaviour=torch.zeros(4),
+    )
+    ppo_losses(inp, LossCoefficients(0.2, 1.0, value_loss_coeff=0.5, exploration_loss_coeff=0.01))[
+        "total_loss"
+    ].backward()
     torch.testing.assert_close(log_prob.grad, -torch.tensor(normalized(adv)) / 4)
     torch.testing.assert_close(values.grad, torch.full((4,), 0.5 * 2 * (0.0 - 2.0) / 4))
     torch.testing.assert_close(entropy.grad, torch.full((4,), -0.01 / 4))
@@ -249,8 +300,14 @@ def test_running_mean_std_scalar_over_multiple_batch_dims_and_clip():
 
 
 def lr_cfg(schedule: str, **overrides):
-    base = dict(lr_schedule=schedule, learning_rate=1e-3, train_for_env_steps=1000, lr_schedule_kl_threshold=0.01,
-                lr_adaptive_min=1e-4, lr_adaptive_max=2e-3)
+    base = dict(
+        lr_schedule=schedule,
+        learning_rate=1e-3,
+        train_for_env_steps=1000,
+        lr_schedule_kl_threshold=0.01,
+        lr_adaptive_min=1e-4,
+        lr_adaptive_max=2e-3,
+    )
     return types.SimpleNamespace(**{**base, **overrides})
 
 

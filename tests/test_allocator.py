@@ -1,5 +1,6 @@
 """keep_freed_memory: once warm, a large tensor allocated again reuses the heap instead of faulting in new pages,
 and the memory kept stays bounded."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """The layout auto-tuner: which layouts each verdict proposes (no runs), the choice of the best, the reproducing
 command line, and a real tuning that must end within a tiny budget."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from sf.benchmark import main
 from sf.cfg.arguments import default_cfg
 from sf.cfg.unsupported import UNSUPPORTED
 
-BASE = Layout(num_workers=2, num_envs_per_worker=8, worker_num_splits=2, policy_workers_per_policy=1,
-              inference_placement="own_process", batched_sampling=False)
+BASE = Layout(
+    num_workers=2,
+    num_envs_per_worker=8,
+    worker_num_splits=2,
+    policy_workers_per_policy=1,
+    inference_placement="own_process",
+    batched_sampling=False,
+)
 FOUR_CORES = Limits(cpus=4, batched_sampling=True)
 
 
@@ -94,8 +101,13 @@ def test_batched_stepping_is_proposed_only_where_the_runtime_accepts_it():
 
 def test_no_verdict_explores_every_axis():
     axes = {key for c, _ in candidates(BASE, None, FOUR_CORES) for key in changed(BASE, c)}
-    assert axes == {"num_envs_per_worker", "num_workers", "worker_num_splits", "policy_workers_per_policy",
-                    "inference_placement"}
+    assert axes == {
+        "num_envs_per_worker",
+        "num_workers",
+        "worker_num_splits",
+        "policy_workers_per_policy",
+        "inference_placement",
+    }
 
 
 @pytest.mark.parametrize("verdict", [None, "simulation", "inference", "communication"])
@@ -104,8 +116,14 @@ def test_every_candidate_is_new_valid_and_within_limits(verdict):
     rng = random.Random(0)
     for _ in range(200):
         splits = rng.choice([1, 2, 4])
-        layout = Layout(rng.randint(1, 6), splits * rng.randint(1, 4), splits, rng.randint(1, 2),
-                        rng.choice(["auto", "own_process", "rollout_worker"]), rng.random() < 0.5)
+        layout = Layout(
+            rng.randint(1, 6),
+            splits * rng.randint(1, 4),
+            splits,
+            rng.randint(1, 2),
+            rng.choice(["auto", "own_process", "rollout_worker"]),
+            rng.random() < 0.5,
+        )
         proposed = [c for c, _ in candidates(layout, verdict, limits)]
         assert layout not in proposed and len(set(proposed)) == len(proposed)
         for c in proposed:
@@ -139,8 +157,18 @@ def test_pick_best_is_never_slower_than_the_defaults():
 
 
 def test_replace_flags_reproduces_the_layout_whatever_the_spelling():
-    argv = ["--env=CartPole-v1", "--num_workers", "4", "--num_envs_per_worker=2", "--batched_sampling",
-            "--encoder_mlp_layers", "64", "64", "--worker_num_splits", "1"]
+    argv = [
+        "--env=CartPole-v1",
+        "--num_workers",
+        "4",
+        "--num_envs_per_worker=2",
+        "--batched_sampling",
+        "--encoder_mlp_layers",
+        "64",
+        "64",
+        "--worker_num_splits",
+        "1",
+    ]
     out = replace_flags(argv, BASE)
     assert out == ["--env=CartPole-v1", "--encoder_mlp_layers", "64", "64", *BASE.flags()]
     assert replace_flags([*argv, "--experiment", "x"], BASE, drop=("experiment",)) == out
@@ -152,11 +180,27 @@ def test_replace_flags_reproduces_the_layout_whatever_the_spelling():
 def test_auto_tune_ends_within_a_tiny_budget(tmp_path, capsys):
     """A real tuning of a tiny serial CartPole layout, with a budget shorter than a default trial."""
     budget = 15.0
-    flags = ["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--num_workers=1",
-             "--num_envs_per_worker=4", "--rollout=16", "--batch_size=64", "--num_batches_per_epoch=1"]
+    flags = [
+        "--env=CartPole-v1",
+        "--serial_mode=True",
+        "--async_rl=False",
+        "--num_workers=1",
+        "--num_envs_per_worker=4",
+        "--rollout=16",
+        "--batch_size=64",
+        "--num_batches_per_epoch=1",
+    ]
     start = time.monotonic()
-    code = main([*flags, "--auto_tune=True", f"--tune_budget_s={budget}", "--tune_trial_s=60",
-                 f"--train_dir={tmp_path}", "--experiment=t"])
+    code = main(
+        [
+            *flags,
+            "--auto_tune=True",
+            f"--tune_budget_s={budget}",
+            "--tune_trial_s=60",
+            f"--train_dir={tmp_path}",
+            "--experiment=t",
+        ]
+    )
     assert time.monotonic() - start <= budget + 1.0
     out = capsys.readouterr().out
     data = json.loads((tmp_path / "t" / "tune.json").read_text())

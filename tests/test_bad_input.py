@@ -1,5 +1,6 @@
 """Every bad input stops the real command line with one `sf: error:` line naming the flag, exit status 2, no
 traceback, and nothing written anywhere (not even the train dir)."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 # (extra flags, text the error line must contain); "{cwd}" and "{file}" are filled in per test, "-env" drops --env
@@ -83,9 +83,14 @@ def test_bad_input_is_one_line_naming_the_flag_and_writes_nothing(workspace: Pat
     argv = [*env_flag, *base, *(flag for flag in extra if flag != "-env")]
     root = workspace.parents[1]
     before = _tree(root)
-    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", *argv], cwd=workspace,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])),
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "sf_examples.train_gym_env", *argv],
+        cwd=workspace,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert result.returncode == 2, result.stdout + result.stderr
     assert len(lines) == 1, lines

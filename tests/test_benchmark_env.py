@@ -1,5 +1,6 @@
 """The env mode of `python -m sf.benchmark`: the ceiling's arithmetic, the sampling-only runtime switch, and the
 table / benchmark.json / chart of one tiny CartPole layout end to end."""
+
 from __future__ import annotations
 
 import json
@@ -77,22 +78,37 @@ def test_family_of_env_names():
     assert family_of("CartPole-v1").train_module == "sf_examples.train_gym_env"
 
 
-@pytest.mark.parametrize("text, kind", [
-    ('{"verdict": "inference-bound", "components": {}}', "inference"),
-    ('log line\n{"verdict": {"kind": "learner", "evidence": "x"}}', "learner"),
-    ('{"verdict": "verdict: simulation-bound"}', "simulation"),
-    ('{"verdict": "unknown-bound"}', None),
-    ("not json", None),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ('{"verdict": "inference-bound", "components": {}}', "inference"),
+        ('log line\n{"verdict": {"kind": "learner", "evidence": "x"}}', "learner"),
+        ('{"verdict": "verdict: simulation-bound"}', "simulation"),
+        ('{"verdict": "unknown-bound"}', None),
+        ("not json", None),
+    ],
+)
 def test_parse_verdict(text, kind):
     assert parse_verdict(text) == kind
 
 
 def test_sampling_only_counts_frames_and_never_trains(tmp_path):
     """Parallel, asynchronous: the frame stop condition ends the run; the learner never enters its training scope."""
-    proc = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=4", "--sampling_only=True",
-                   "--train_for_env_steps=6000", "--rollout=16", "--batch_size=128", "--num_batches_per_epoch=1",
-                   f"--train_dir={tmp_path}", "--experiment=s"], timeout=180)
+    proc = run_sf(
+        [
+            "--env=CartPole-v1",
+            "--num_workers=2",
+            "--num_envs_per_worker=4",
+            "--sampling_only=True",
+            "--train_for_env_steps=6000",
+            "--rollout=16",
+            "--batch_size=128",
+            "--num_batches_per_epoch=1",
+            f"--train_dir={tmp_path}",
+            "--experiment=s",
+        ],
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     exp = tmp_path / "s"
     summary = json.loads((exp / "summary.json").read_text())
@@ -106,13 +122,26 @@ def test_sampling_only_counts_frames_and_never_trains(tmp_path):
 @pytest.mark.slow
 def test_env_mode_table_json_and_chart(tmp_path, capsys):
     """A tiny serial CartPole layout: three rows, shares computed from the FPS figures, files in the folder."""
-    code = main(["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--num_workers=1",
-                 "--num_envs_per_worker=4", "--rollout=16", "--batch_size=64", "--num_batches_per_epoch=1",
-                 "--train_for_env_steps=3000", "--phase_s=1", f"--train_dir={tmp_path}", "--experiment=b"])
+    code = main(
+        [
+            "--env=CartPole-v1",
+            "--serial_mode=True",
+            "--async_rl=False",
+            "--num_workers=1",
+            "--num_envs_per_worker=4",
+            "--rollout=16",
+            "--batch_size=64",
+            "--num_batches_per_epoch=1",
+            "--train_for_env_steps=3000",
+            "--phase_s=1",
+            f"--train_dir={tmp_path}",
+            "--experiment=b",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if line.startswith("phase")) + 2:][:3]
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("phase")) + 2 :][:3]
     bench = json.loads((tmp_path / "b" / "benchmark.json").read_text())
     phases = {p["name"]: p for p in bench["phases"]}
     assert [p["name"] for p in bench["phases"]] == ["ceiling", "sampling", "training"]
@@ -135,11 +164,14 @@ def test_env_mode_table_json_and_chart(tmp_path, capsys):
     assert table[1].startswith("sampling only") and table[2].startswith("training")
 
 
-@pytest.mark.parametrize("flags, names", [
-    (["--env=CartPole-v1", "--num_workers=0"], "--num_workers"),
-    (["--num_workers=2"], "--env"),
-    (["--env=NoSuchEnv-v9"], "--env"),
-])
+@pytest.mark.parametrize(
+    "flags, names",
+    [
+        (["--env=CartPole-v1", "--num_workers=0"], "--num_workers"),
+        (["--num_workers=2"], "--env"),
+        (["--env=NoSuchEnv-v9"], "--env"),
+    ],
+)
 def test_bad_input_exits_2_before_anything_starts(tmp_path, capsys, flags, names):
     assert main([*flags, f"--train_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -1,4 +1,5 @@
 """Best-policy checkpoints (--save_best_*, --load_checkpoint_kind=best) and Weights & Biases logging (--with_wandb)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, read_scalars, run_sf
+
 from sf.runtime.checkpoint import CheckpointManager
 
 
@@ -28,8 +29,15 @@ def test_a_best_checkpoint_needs_to_beat_the_last_by_more_than_a_thousandth(tmp_
 
 # --- one short serial run that keeps best checkpoints and logs to W&B offline -------------------------
 
-SERIAL = ["--env=CartPole-v1", "--serial_mode=True", "--num_workers=2", "--num_envs_per_worker=4", "--use_rnn=False",
-          "--seed=1", "--save_every_sec=3600"]
+SERIAL = [
+    "--env=CartPole-v1",
+    "--serial_mode=True",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--use_rnn=False",
+    "--seed=1",
+    "--save_every_sec=3600",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +45,37 @@ def run(tmp_path_factory):
     pytest.importorskip("wandb")
     train_dir = tmp_path_factory.mktemp("best")
     home = tmp_path_factory.mktemp("home")  # W&B's own caches and settings stay out of the user's home
-    env = dict(os.environ, PYTHONUNBUFFERED="1", WANDB_MODE="offline", WANDB_CONFIG_DIR=str(home),
-               WANDB_CACHE_DIR=str(home), WANDB_DATA_DIR=str(home), WANDB_SILENT="true")
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        WANDB_MODE="offline",
+        WANDB_CONFIG_DIR=str(home),
+        WANDB_CACHE_DIR=str(home),
+        WANDB_DATA_DIR=str(home),
+        WANDB_SILENT="true",
+    )
     # best checks come once a second of wall time: at 15k frames/s, 100k frames leave several of them after 2,000
-    flags = [*SERIAL, "--train_for_env_steps=100000", "--save_best_after=2000", "--save_best_every_sec=1", "--with_wandb",
-             "--wandb_project=sf_tests", "--wandb_tags", "a", "b", f"--train_dir={train_dir}", "--experiment=best"]
-    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", *flags], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=240)
+    flags = [
+        *SERIAL,
+        "--train_for_env_steps=100000",
+        "--save_best_after=2000",
+        "--save_best_every_sec=1",
+        "--with_wandb",
+        "--wandb_project=sf_tests",
+        "--wandb_tags",
+        "a",
+        "b",
+        f"--train_dir={train_dir}",
+        "--experiment=best",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "sf_examples.train_gym_env", *flags],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return train_dir / "best", result.stdout + result.stderr
 
@@ -70,8 +102,17 @@ def test_enjoy_loads_the_best_checkpoint_when_asked(run):
     best = int(next((exp / "checkpoint_p0").glob("best_*.pth")).name.split("_")[1])
     latest = int(sorted((exp / "checkpoint_p0").glob("checkpoint_*.pth"))[-1].name.split("_")[1])
     assert best < latest  # the final checkpoint comes after the last check for a new best
-    result = run_sf(["--env=CartPole-v1", f"--train_dir={exp.parent}", "--experiment=best", "--max_num_episodes=1",
-                     "--load_checkpoint_kind=best"], module="sf_examples.enjoy_gym_env", timeout=120)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            f"--train_dir={exp.parent}",
+            "--experiment=best",
+            "--max_num_episodes=1",
+            "--load_checkpoint_kind=best",
+        ],
+        module="sf_examples.enjoy_gym_env",
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert f"loaded policy version {best} " in result.stdout + result.stderr
 
@@ -123,11 +164,29 @@ def test_wandb_offline_run_holds_the_tensorboard_scalars_and_the_config(run):
 def test_wandb_without_a_login_stops_with_one_line(tmp_path):
     pytest.importorskip("wandb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(PYTHONUNBUFFERED="1", WANDB_CONFIG_DIR=str(tmp_path), WANDB_CACHE_DIR=str(tmp_path),
-               WANDB_DATA_DIR=str(tmp_path), WANDB_API_KEY="")
-    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", *SERIAL, "--with_wandb",
-                             f"--train_dir={tmp_path / 'td'}", "--train_for_env_steps=1000"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        WANDB_CONFIG_DIR=str(tmp_path),
+        WANDB_CACHE_DIR=str(tmp_path),
+        WANDB_DATA_DIR=str(tmp_path),
+        WANDB_API_KEY="",
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sf_examples.train_gym_env",
+            *SERIAL,
+            "--with_wandb",
+            f"--train_dir={tmp_path / 'td'}",
+            "--train_for_env_steps=1000",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("sf: error:")]
     assert len(errors) == 1 and "--with_wandb" in errors[0] and "WANDB_MODE=offline" in errors[0]

@@ -19,10 +19,10 @@ from sf.cfg.errors import ConfigError
 from sf.cfg.validate import validate_cfg
 
 # the profiling guide's Doom command line, as users copy it
-DOOM_COMMAND = """--env=doom_benchmark --env_frameskip=4 --train_for_env_steps=4000000 \
---use_rnn=True --num_workers=12 --num_envs_per_worker=16 --num_policies=1 --num_epochs=1 --rollout=32 --recurrence=32 \
---batch_size=2048 --experiment=profiling --benchmark=True --decorrelate_envs_on_one_worker=False --res_w=128 --res_h=72 \
---wide_aspect_ratio=True --policy_workers_per_policy=1 --worker_num_splits=2 --batched_sampling=False \
+DOOM_COMMAND = """--env=doom_benchmark --env_frameskip=4 --train_for_env_steps=4000000 --use_rnn=True \
+--num_workers=12 --num_envs_per_worker=16 --num_policies=1 --num_epochs=1 --rollout=32 --recurrence=32 \
+--batch_size=2048 --experiment=profiling --benchmark=True --decorrelate_envs_on_one_worker=False --res_w=128 \
+--res_h=72 --wide_aspect_ratio=True --policy_workers_per_policy=1 --worker_num_splits=2 --batched_sampling=False \
 --serial_mode=False --async_rl=True --policy_workers_per_policy=1"""
 
 
@@ -53,6 +53,7 @@ def yaml_file(tmp_path: Path):
 
 
 # --- command-line errors -----------------------------------------------------------------------------
+
 
 def test_unknown_flag_suggests_the_closest_one():
     err = error_of("--rolout=64")
@@ -99,8 +100,10 @@ def test_main_cfg_or_exit_prints_the_error_and_exits_with_status_2(capsys):
 
 # --- value syntax ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [("True", True), ("false", False), ("1", True), ("0", False),
-                                            ("yes", True), ("NO", False)])
+
+@pytest.mark.parametrize(
+    "text, expected", [("True", True), ("false", False), ("1", True), ("0", False), ("yes", True), ("NO", False)]
+)
 def test_booleans_accept_the_usual_spellings(text: str, expected: bool):
     assert parse(f"--with_vtrace={text}").with_vtrace is expected
     assert parse("--with_vtrace", text).with_vtrace is expected
@@ -129,6 +132,7 @@ def test_cli_args_holds_exactly_the_flags_given_on_the_command_line(yaml_file):
 
 
 # --- layering: parser defaults < script defaults < YAML < command line ------------------------------
+
 
 def test_yaml_overrides_script_defaults_and_parser_defaults(yaml_file):
     path = yaml_file("learning_rate: 3.0e-4\nencoder_mlp_layers: [64, 64]\nuse_rnn: false\n")
@@ -204,6 +208,7 @@ def test_presets_can_be_named_without_path_or_suffix():
 
 # --- resolution and validation -----------------------------------------------------------------------
 
+
 def test_serial_mode_turns_off_async_rl_given_only_by_default():
     cfg = parse("--serial_mode=True")
     assert cfg.serial_mode is True and cfg.async_rl is False
@@ -236,9 +241,16 @@ def test_batch_size_must_be_a_multiple_of_rollout():
     assert err.flag == "--batch_size" and "multiple of --rollout" in str(err)
 
 
-@pytest.mark.parametrize("flag, value, allowed", [("gamma", 1.5, "(0, 1]"), ("gae_lambda", -0.1, "[0, 1]"),
-                                                  ("learning_rate", 0.0, "> 0"), ("num_workers", 0, ">= 1"),
-                                                  ("max_policy_lag", -1, ">= 0")])
+@pytest.mark.parametrize(
+    "flag, value, allowed",
+    [
+        ("gamma", 1.5, "(0, 1]"),
+        ("gae_lambda", -0.1, "[0, 1]"),
+        ("learning_rate", 0.0, "> 0"),
+        ("num_workers", 0, ">= 1"),
+        ("max_policy_lag", -1, ">= 0"),
+    ],
+)
 def test_out_of_range_values_name_the_flag_and_the_allowed_range(flag: str, value, allowed: str):
     err = error_of(f"--{flag}={value}")
     assert err.flag == f"--{flag}" and allowed in str(err)
@@ -275,6 +287,7 @@ def test_evaluation_flags_exist_only_in_evaluation_mode():
 
 # --- library helpers ---------------------------------------------------------------------------------
 
+
 def test_default_cfg_applies_overrides_resolution_and_validation():
     cfg = default_cfg(use_rnn=False, serial_mode=True, rollout=16)
     assert (cfg.recurrence, cfg.async_rl, cfg.rollout, cfg.env) == (1, False, 16, None)
@@ -307,8 +320,16 @@ def test_make_parser_keeps_abbreviations_off():
         make_parser().parse_args(["--learning=0.1"])
 
 
-@pytest.mark.parametrize("device, cuda, expected", [("cpu", True, "cpu"), ("gpu", True, "cuda"), ("auto", True, "cuda"),
-                                                    ("gpu", False, "cpu"), ("auto", False, "cpu")])
+@pytest.mark.parametrize(
+    "device, cuda, expected",
+    [
+        ("cpu", True, "cpu"),
+        ("gpu", True, "cuda"),
+        ("auto", True, "cuda"),
+        ("gpu", False, "cpu"),
+        ("auto", False, "cpu"),
+    ],
+)
 def test_resolve_device(monkeypatch, device: str, cuda: bool, expected: str):
     import torch
 

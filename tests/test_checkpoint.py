@@ -1,4 +1,5 @@
 """Checkpoint rotation and milestones."""
+
 from __future__ import annotations
 
 from sf.runtime.checkpoint import CheckpointManager

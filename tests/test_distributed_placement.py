@@ -1,4 +1,5 @@
 """--backend=ray without a cluster: where workers go, which flags are refused, and what a chunk carries."""
+
 import numpy as np
 import pytest
 
@@ -47,12 +48,15 @@ def test_malformed_worker_group(spec):
         parse_worker_groups([spec])
 
 
-@pytest.mark.parametrize("overrides, flag", [
-    (dict(backend="ray", serial_mode=True, async_rl=False), "--backend"),
-    (dict(ray_max_restarts=1, async_rl=False), "--ray_max_restarts"),
-    (dict(num_workers=2, ray_worker_groups=["a:2", "b:1"]), "--ray_worker_groups"),
-    (dict(ray_transfers_in_flight=0), "--ray_transfers_in_flight"),
-])
+@pytest.mark.parametrize(
+    "overrides, flag",
+    [
+        (dict(backend="ray", serial_mode=True, async_rl=False), "--backend"),
+        (dict(ray_max_restarts=1, async_rl=False), "--ray_max_restarts"),
+        (dict(num_workers=2, ray_worker_groups=["a:2", "b:1"]), "--ray_worker_groups"),
+        (dict(ray_transfers_in_flight=0), "--ray_transfers_in_flight"),
+    ],
+)
 def test_invalid_cluster_flags(overrides, flag):
     with pytest.raises(ConfigError) as err:
         _cfg(**overrides)

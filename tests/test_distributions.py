@@ -1,4 +1,5 @@
 """ActionDistribution against torch.distributions on categorical, multi-categorical, Gaussian and mixed specs."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,6 @@
-"""The bundled ViZDoom scenarios open headless, step with the declared spaces, and honour frameskip, time limits and seeds."""
+"""The bundled ViZDoom scenarios open headless, step with the declared spaces, and honour frameskip, time limits and
+seeds."""
+
 from __future__ import annotations
 
 import argparse
@@ -102,7 +104,9 @@ def test_same_seed_replays_the_episode():
 
 
 def test_wide_aspect_ratio_renders_16_9_and_resizes_to_requested_size():
-    env = make_doom_env("doom_defend_the_center", doom_cfg(wide_aspect_ratio=True, res_w=64, res_h=36), None, "rgb_array")
+    env = make_doom_env(
+        "doom_defend_the_center", doom_cfg(wide_aspect_ratio=True, res_w=64, res_h=36), None, "rgb_array"
+    )
     try:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3, 36, 64) and env.observation_space.contains(obs)
@@ -160,7 +164,8 @@ def test_defaults_are_recurrent_pixel_appo():
 
 
 def test_default_model_has_sample_factorys_doom_shape():
-    """convnet_simple (32x8/4, 64x4/2, 128x3/2) -> FC 512 -> GRU 512 -> linear heads, as Sample Factory builds for Doom."""
+    """convnet_simple (32x8/4, 64x4/2, 128x3/2) -> FC 512 -> GRU 512 -> linear heads, as Sample Factory builds for
+    Doom."""
     from sf.cfg.arguments import parse_full_cfg
     from sf.runtime.setup import build_model, probe_env
 
@@ -168,7 +173,15 @@ def test_default_model_has_sample_factorys_doom_shape():
     assert cfg.recurrence == 16
     model = build_model(cfg, probe_env(cfg), "cpu")
     shapes = [tuple(p.shape) for name, p in model.named_parameters() if "weight" in name]
-    assert shapes == [(32, 3, 8, 8), (64, 32, 4, 4), (128, 64, 3, 3), (512, 128 * 3 * 6), (3 * 512, 512), (3 * 512, 512),
-                      (len(DOOM_SCENARIOS["doom_basic"].actions), 512), (1, 512)]
+    assert shapes == [
+        (32, 3, 8, 8),
+        (64, 32, 4, 4),
+        (128, 64, 3, 3),
+        (512, 128 * 3 * 6),
+        (3 * 512, 512),
+        (3 * 512, 512),
+        (len(DOOM_SCENARIOS["doom_basic"].actions), 512),
+        (1, 512),
+    ]
     assert any(isinstance(m, torch.nn.GRU) for m in model.modules())
     assert any(isinstance(m, torch.nn.ELU) for m in model.modules())

@@ -1,5 +1,6 @@
 """What the policy sees at the start of a run: stacked frames (--env_framestack) and decorrelated envs
 (--decorrelate_envs_on_one_worker, --decorrelate_experience_max_seconds)."""
+
 from __future__ import annotations
 
 import gymnasium
@@ -50,6 +51,7 @@ register_env("step_counter_12", lambda name, cfg, env_config, render_mode=None: 
 
 # --- frame stacking ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("k", [2, 4])
 def test_framestack_matches_gymnasium_frame_stacking(k):
     """Oldest first, the reset observation repeated: what gymnasium's FrameStackObservation returns, flattened."""
@@ -99,6 +101,7 @@ def test_framestack_reaches_the_buffers_and_the_model():
 
 # --- decorrelation at start ----------------------------------------------------------------------------
 
+
 class _Requests(Component):
     def __init__(self):
         super().__init__("requests")
@@ -106,8 +109,16 @@ class _Requests(Component):
 
 
 def _started_worker(worker_idx: int = 0, env: str = "step_counter", **flags) -> RolloutWorker:
-    cfg = default_cfg(env=env, use_rnn=False, serial_mode=True, rollout=8, batch_size=64,
-                      num_envs_per_worker=4, worker_num_splits=2, **flags)
+    cfg = default_cfg(
+        env=env,
+        use_rnn=False,
+        serial_mode=True,
+        rollout=8,
+        batch_size=64,
+        num_envs_per_worker=4,
+        worker_num_splits=2,
+        **flags,
+    )
     info = probe_env(cfg)
     worker = RolloutWorker(cfg, worker_idx, build_buffers(cfg, info, 0, shared=False))
     loop = EventLoop()

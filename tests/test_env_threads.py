@@ -1,4 +1,5 @@
 """--env_threads: a rollout worker stepping its envs on several threads writes exactly what one thread writes."""
+
 from __future__ import annotations
 
 import os
@@ -59,9 +60,19 @@ class _Sink(Component):
 
 
 def _worker(env_threads: int) -> RolloutWorker:
-    cfg = default_cfg(env="thread_noting", use_rnn=False, serial_mode=True, rollout=8, batch_size=64, num_workers=1,
-                      num_envs_per_worker=6, worker_num_splits=1, seed=3, env_threads=env_threads,
-                      decorrelate_envs_on_one_worker=False)
+    cfg = default_cfg(
+        env="thread_noting",
+        use_rnn=False,
+        serial_mode=True,
+        rollout=8,
+        batch_size=64,
+        num_workers=1,
+        num_envs_per_worker=6,
+        worker_num_splits=1,
+        seed=3,
+        env_threads=env_threads,
+        decorrelate_envs_on_one_worker=False,
+    )
     worker = RolloutWorker(cfg, 0, build_buffers(cfg, probe_env(cfg), 0, shared=False))
     loop = EventLoop()
     loop.add(worker)
@@ -79,8 +90,11 @@ def _run(env_threads: int) -> tuple[dict[str, np.ndarray], set[int]]:
         for i in envs:
             actions[worker.slot[i], worker.t[i]] = (i + step) % 3
         worker._step_envs(envs, 0)
-    written = {"obs": worker.buffers.obs_np["obs"].copy(), "ep_return": np.array(worker.ep_return),
-               **{k: worker.buffers.np[k].copy() for k in ("rewards", "dones", "time_outs")}}
+    written = {
+        "obs": worker.buffers.obs_np["obs"].copy(),
+        "ep_return": np.array(worker.ep_return),
+        **{k: worker.buffers.np[k].copy() for k in ("rewards", "dones", "time_outs")},
+    }
     pool = worker.env_pool
     worker.on_stop()
     assert pool is None or all(not t.is_alive() for t in pool._threads)  # the pool's threads end with the worker

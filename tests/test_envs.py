@@ -1,4 +1,5 @@
 """The env layer: registry, gymnasium family, space conversion and the adapter the rollout loop steps."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -140,7 +141,9 @@ def test_nested_dict_observation():
     space = spaces.Dict(
         {
             "pos": spaces.Box(-1, 1, (3,), dtype=np.float64),
-            "inner": spaces.Dict({"img": spaces.Box(0, 255, (8, 6, 1), dtype=np.uint8), "mode": spaces.Discrete(3, start=1)}),
+            "inner": spaces.Dict(
+                {"img": spaces.Box(0, 255, (8, 6, 1), dtype=np.uint8), "mode": spaces.Discrete(3, start=1)}
+            ),
             "bits": spaces.MultiBinary(4),
             "pair": spaces.Tuple((spaces.Discrete(2), spaces.Box(0, 1, ()))),
         }
@@ -187,7 +190,9 @@ ROUND_TRIP_SPACES = {
     "discrete_offset": spaces.Discrete(4, start=3),
     "multidiscrete_2d": spaces.MultiDiscrete(np.array([[3, 4], [5, 2]])),
     "box_2d": spaces.Box(-2.0, 3.0, (2, 3), dtype=np.float32),
-    "tuple": spaces.Tuple((spaces.Box(-1, 1, (2,)), spaces.Discrete(3), spaces.MultiDiscrete([2, 6]), spaces.Box(0, 1, (1,)))),
+    "tuple": spaces.Tuple(
+        (spaces.Box(-1, 1, (2,)), spaces.Discrete(3), spaces.MultiDiscrete([2, 6]), spaces.Box(0, 1, (1,)))
+    ),
 }
 
 
@@ -222,7 +227,9 @@ def test_tuple_action_layout_is_discrete_first():
 
 
 def test_box_action_is_clipped_into_bounds_and_copied():
-    raw = SpaceEnv(spaces.Box(-1, 1, (3,)), spaces.Box(np.array([-0.4, -1, 0]), np.array([0.4, 1, np.inf]), dtype=np.float64))
+    raw = SpaceEnv(
+        spaces.Box(-1, 1, (3,)), spaces.Box(np.array([-0.4, -1, 0]), np.array([0.4, 1, np.inf]), dtype=np.float64)
+    )
     env = EnvAdapter(raw)
     env.reset(seed=0)
     flat = np.array([-3.0, 0.5, 1e6], dtype=np.float32)

@@ -1,4 +1,5 @@
 """Every flag `--help` lists either does something or is refused: no flag is silently ignored."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,9 +11,9 @@ import re
 import subprocess
 
 import pytest
+from conftest import ROOT
 
 import sf_examples
-from conftest import ROOT
 from sf.cfg.arguments import make_parser, parse_full_cfg
 from sf.cfg.errors import ConfigError
 from sf.cfg.unsupported import UNSUPPORTED
@@ -40,8 +41,11 @@ def _all_flags(modules: list) -> list[str]:
         for name, fn in vars(module).items():
             if re.fullmatch(r"add_\w+_args", name) and callable(fn) and fn.__module__ == module.__name__:
                 fn(parser)
-    return [action.dest for action in parser._actions
-            if action.option_strings and not isinstance(action, argparse._HelpAction)]
+    return [
+        action.dest
+        for action in parser._actions
+        if action.option_strings and not isinstance(action, argparse._HelpAction)
+    ]
 
 
 def _fields_read_from_cfg(modules: list) -> set[str]:
@@ -91,16 +95,29 @@ def _other_value(accepted):
 def test_an_unsupported_flag_is_refused_with_what_to_do_and_accepted_with_the_value_sf_honours(name):
     evaluation = name in ("no_render", "train_script")
     with pytest.raises(ConfigError) as info:
-        parse_full_cfg(["--env=CartPole-v1", f"--{name}", _other_value(UNSUPPORTED[name].accepted)], evaluation=evaluation)
+        parse_full_cfg(
+            ["--env=CartPole-v1", f"--{name}", _other_value(UNSUPPORTED[name].accepted)], evaluation=evaluation
+        )
     assert info.value.flag == f"--{name}"
     assert str(info.value).startswith(f"--{name}=") and UNSUPPORTED[name].instead in str(info.value)
     assert getattr(parse_full_cfg(["--env=CartPole-v1"], evaluation=evaluation), name) == UNSUPPORTED[name].accepted
 
 
 def test_refused_flag_exits_with_status_2_and_one_line():
-    result = subprocess.run([*_python(), "-m", "sf_examples.train_gym_env", "--env=CartPole-v1",
-                             "--batched_sampling=True", "--train_dir=/nonexistent/never_created"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            *_python(),
+            "-m",
+            "sf_examples.train_gym_env",
+            "--env=CartPole-v1",
+            "--batched_sampling=True",
+            "--train_dir=/nonexistent/never_created",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "--batched_sampling=True is not supported" in result.stderr
 
@@ -112,7 +129,7 @@ def _python() -> list[str]:
 
 
 # the repository describes commands and results by what they are, never by the work item or session behind them
-SELF_REFERENCE = "|".join(["iss" "ue [0-9]+", "the iss" "ue's", "le" "nt", "this ta" "sk"])
+SELF_REFERENCE = "|".join(["iss" + "ue [0-9]+", "the iss" + "ue's", "le" + "nt", "this ta" + "sk"])
 
 
 def test_the_repository_speaks_of_itself():
@@ -122,7 +139,10 @@ def test_the_repository_speaks_of_itself():
 
 
 def test_documents_the_code_points_at_are_in_the_repository():
-    mentioned = {match for path in [*(ROOT / "sf").rglob("*.py"), *(ROOT / "sf_examples").rglob("*.py")]
-                 for match in re.findall(r"[A-Za-z0-9_./-]+\.md\b", path.read_text())}
+    mentioned = {
+        match
+        for path in [*(ROOT / "sf").rglob("*.py"), *(ROOT / "sf_examples").rglob("*.py")]
+        for match in re.findall(r"[A-Za-z0-9_./-]+\.md\b", path.read_text())
+    }
     missing = sorted(name for name in mentioned if not (ROOT / name).is_file() and not (ROOT / "docs" / name).is_file())
     assert not missing, f"documents named in the code but not in the repository: {missing}"

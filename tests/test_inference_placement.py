@@ -1,30 +1,45 @@
 """--inference_placement: which layouts `auto` picks, and a parallel run with inference inside the rollout
 worker processes: no inference process, an inference worker per rollout worker in that worker's process, serving
 it alone, profiled when its group is selected."""
+
 import json
 import pstats
 from types import SimpleNamespace
 
 import pytest
+from conftest import alive, run_sf, shm_leaked, started_pids
 from torch import nn
 
-from conftest import alive, run_sf, shm_leaked, started_pids
 from sf.runtime.setup import COLOCATE_MAX_PARAMS, resolve_inference_placement
 
-FAST = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2",
-        "--num_envs_per_worker=4", "--batch_size=256", "--rollout=32", "--seed=1", "--device=cpu"]
+FAST = [
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--device=cpu",
+]
 
 
 def _cfg(placement="auto", policy_workers=1):
     return SimpleNamespace(inference_placement=placement, policy_workers_per_policy=policy_workers)
 
 
-@pytest.mark.parametrize("params, device, policy_workers, expected", [
-    (COLOCATE_MAX_PARAMS - 1, "cpu", 1, "rollout_worker"),
-    (COLOCATE_MAX_PARAMS, "cpu", 1, "own_process"),  # weight reads dominate: batch across workers
-    (1000, "cuda", 1, "own_process"),  # one CUDA context and model, not one per rollout worker
-    (1000, "cpu", 2, "own_process"),  # the user asked for inference processes
-])
+@pytest.mark.parametrize(
+    "params, device, policy_workers, expected",
+    [
+        (COLOCATE_MAX_PARAMS - 1, "cpu", 1, "rollout_worker"),
+        (COLOCATE_MAX_PARAMS, "cpu", 1, "own_process"),  # weight reads dominate: batch across workers
+        (1000, "cuda", 1, "own_process"),  # one CUDA context and model, not one per rollout worker
+        (1000, "cpu", 2, "own_process"),  # the user asked for inference processes
+    ],
+)
 def test_auto_placement(params, device, policy_workers, expected):
     model = nn.Linear(params, 1, bias=False)
     assert resolve_inference_placement(_cfg(policy_workers=policy_workers), device, model) == expected
@@ -55,9 +70,19 @@ def test_inference_in_the_rollout_workers_processes(tmp_path, shm_before):
 
 
 def test_selecting_inference_profiles_the_rollout_workers_processes(tmp_path):
-    result = run_sf([*FAST, "--train_for_env_steps=3000", "--experiment=prof", f"--train_dir={tmp_path}",
-                     "--inference_placement=rollout_worker", "--profiling_backend=yappi",
-                     "--profiling_worker_groups", "InferenceWorker"], timeout=240)
+    result = run_sf(
+        [
+            *FAST,
+            "--train_for_env_steps=3000",
+            "--experiment=prof",
+            f"--train_dir={tmp_path}",
+            "--inference_placement=rollout_worker",
+            "--profiling_backend=yappi",
+            "--profiling_worker_groups",
+            "InferenceWorker",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     out = tmp_path / "prof" / "profiling"
     assert sorted(p.name for p in out.glob("*.pstat")) == ["RolloutWorker_w0.pstat", "RolloutWorker_w1.pstat"]

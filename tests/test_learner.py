@@ -1,6 +1,7 @@
 """The learner on hand-built batches: batch preparation (validity, bootstrap value, GAE) and the loss for GAE and
 V-trace, recurrent and not, against the same quantities computed step by step with torch.distributions; masking
 of stale experience; the KL-adaptive learning rate across a resume."""
+
 from __future__ import annotations
 
 import math
@@ -29,11 +30,28 @@ GAMMA, LAMBDA = 0.9, 0.8
 
 
 def make_cfg(tmp_path, *flags: str):
-    return parse_full_cfg(["--env=hand_built", f"--train_dir={tmp_path}", "--experiment=learner", f"--rollout={T}",
-                           f"--batch_size={N * T}", "--num_batches_per_epoch=1", "--num_epochs=1",
-                           "--encoder_mlp_layers", "8", "--rnn_size=6", f"--gamma={GAMMA}", f"--gae_lambda={LAMBDA}",
-                           "--normalize_input=False", "--normalize_returns=False", "--shuffle_minibatches=False",
-                           "--max_grad_norm=0", "--seed=0", *flags])
+    return parse_full_cfg(
+        [
+            "--env=hand_built",
+            f"--train_dir={tmp_path}",
+            "--experiment=learner",
+            f"--rollout={T}",
+            f"--batch_size={N * T}",
+            "--num_batches_per_epoch=1",
+            "--num_epochs=1",
+            "--encoder_mlp_layers",
+            "8",
+            "--rnn_size=6",
+            f"--gamma={GAMMA}",
+            f"--gae_lambda={LAMBDA}",
+            "--normalize_input=False",
+            "--normalize_returns=False",
+            "--shuffle_minibatches=False",
+            "--max_grad_norm=0",
+            "--seed=0",
+            *flags,
+        ]
+    )
 
 
 def make_learner(cfg, tmp_path) -> Learner:
@@ -54,8 +72,9 @@ def hand_built_batch(model, seed: int = 1, versions: tuple = (0, 0, 0, 0)) -> di
     rnn_states = torch.randn(N, T + 1, model.rnn_state_size, generator=gen) * 0.5
     with torch.no_grad():
         flat = obs[:, :T].reshape(-1, OBS_DIM)
-        core, _ = model.forward_core(model.forward_head({"obs": flat}), rnn_states[:, :T].reshape(N * T, -1)
-                                     if model.rnn_state_size else None)
+        core, _ = model.forward_core(
+            model.forward_head({"obs": flat}), rnn_states[:, :T].reshape(N * T, -1) if model.rnn_state_size else None
+        )
         logits, _ = model.forward_tail(core)
     behaviour = logits + 0.3 * torch.randn(logits.shape, generator=gen)
     actions = torch.stack([torch.randint(0, 3, (N * T,), generator=gen).float(), torch.randn(N * T, generator=gen)], 1)
@@ -100,7 +119,9 @@ def gae_by_hand(rewards, dones, values, valids) -> torch.Tensor:
         last = 0.0
         for t in reversed(range(T)):
             v_next_valid = float(valids[i, min(t + 1, T - 1)])
-            delta = (rewards[i, t] - values[i, t]) * valids[i, t] + GAMMA * values[i, t + 1] * v_next_valid * (1 - dones[i, t])
+            delta = (rewards[i, t] - values[i, t]) * valids[i, t] + GAMMA * values[i, t + 1] * v_next_valid * (
+                1 - dones[i, t]
+            )
             discount = GAMMA * LAMBDA if valids[i, t] else 1.0
             last = delta + discount * (1 - dones[i, t]) * last
             adv[i, t] = last
@@ -151,18 +172,29 @@ def sf_loss_by_hand(cfg, params, values, batch, advantages, returns, old_values,
     v_clipped = v_old + (v - v_old).clamp(-cfg.ppo_clip_value, cfg.ppo_clip_value)
     value_loss = cfg.value_loss_coeff * torch.max((v - ret) ** 2, (v_clipped - ret) ** 2).mean()
     entropy = (cat.entropy() + normal.entropy())[valids]
-    kl = (torch.distributions.kl_divergence(cat, old_cat) + torch.distributions.kl_divergence(normal, old_normal))
+    kl = torch.distributions.kl_divergence(cat, old_cat) + torch.distributions.kl_divergence(normal, old_normal)
     kl = kl[valids].mean()
-    return {"policy_loss": policy_loss, "value_loss": value_loss,
-            "exploration_loss": -cfg.exploration_loss_coeff * entropy.mean(), "kl_loss": cfg.kl_loss_coeff * kl,
-            "kl_divergence": kl}
+    return {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "exploration_loss": -cfg.exploration_loss_coeff * entropy.mean(),
+        "kl_loss": cfg.kl_loss_coeff * kl,
+        "kl_divergence": kl,
+    }
 
 
 @pytest.mark.parametrize("use_rnn", [False, True], ids=["mlp", "gru"])
 @pytest.mark.parametrize("vtrace", [False, True], ids=["gae", "vtrace"])
 def test_prepare_and_loss_match_hand_computation(tmp_path, use_rnn, vtrace):
-    cfg = make_cfg(tmp_path, f"--use_rnn={use_rnn}", f"--with_vtrace={vtrace}", "--max_policy_lag=3",
-                   "--kl_loss_coeff=0.7", "--value_bootstrap=True", "--ppo_clip_value=0.3")
+    cfg = make_cfg(
+        tmp_path,
+        f"--use_rnn={use_rnn}",
+        f"--with_vtrace={vtrace}",
+        "--max_policy_lag=3",
+        "--kl_loss_coeff=0.7",
+        "--value_bootstrap=True",
+        "--ppo_clip_value=0.3",
+    )
     learner = make_learner(cfg, tmp_path)
     learner.version = 4  # trajectory 1 and the first half of 3 are 4 versions old: too old for --max_policy_lag=3
     model = learner.model
@@ -188,13 +220,25 @@ def test_prepare_and_loss_match_hand_computation(tmp_path, use_rnn, vtrace):
         params, cur_values = current_outputs(model, batch["obs"]["obs"], batch["rnn_states"], resets.float())
         if vtrace:
             log_rhos = behaviour_log_prob(params, batch["actions"].reshape(N * T, 2)) - batch["log_prob"].reshape(-1)
-            vs, advantages = vtrace_by_hand(rewards, batch["dones"], torch.cat([cur_values.view(N, T), bootstrap.unsqueeze(1)], 1),
-                                            log_rhos.view(N, T))
+            vs, advantages = vtrace_by_hand(
+                rewards,
+                batch["dones"],
+                torch.cat([cur_values.view(N, T), bootstrap.unsqueeze(1)], 1),
+                log_rhos.view(N, T),
+            )
             returns = vs.reshape(-1)
         else:
             returns = (advantages + values[:, :T] * valids).reshape(-1)
-        expected = sf_loss_by_hand(cfg, params, cur_values, batch, advantages.reshape(-1), returns,
-                                   batch["values"][:, :T].reshape(-1), valids.reshape(-1))
+        expected = sf_loss_by_hand(
+            cfg,
+            params,
+            cur_values,
+            batch,
+            advantages.reshape(-1),
+            returns,
+            batch["values"][:, :T].reshape(-1),
+            valids.reshape(-1),
+        )
     for key, value in expected.items():
         torch.testing.assert_close(losses[key].detach(), value, rtol=1e-4, atol=1e-5, msg=key)
     total = sum(expected[k] for k in ("policy_loss", "value_loss", "exploration_loss", "kl_loss"))
@@ -225,17 +269,22 @@ def test_stale_trajectories_are_masked_out_of_the_update(tmp_path):
         return pick
 
     masked = train_once(tmp_path / "a", mixed, "--max_policy_lag=5", "--learning_rate=1e-3")
-    alone = train_once(tmp_path / "b", fresh_only, "--max_policy_lag=5", "--learning_rate=5e-4",
-                       f"--batch_size={2 * T}")
+    alone = train_once(
+        tmp_path / "b", fresh_only, "--max_policy_lag=5", "--learning_rate=5e-4", f"--batch_size={2 * T}"
+    )
     unmasked = train_once(tmp_path / "c", mixed, "--max_policy_lag=100", "--learning_rate=1e-3")
-    for (name, a), b, c in zip(masked.named_parameters(), alone.parameters(), unmasked.parameters()):
+    for (name, a), b in zip(masked.named_parameters(), alone.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
     assert any(not torch.allclose(a, c, atol=1e-6) for a, c in zip(masked.parameters(), unmasked.parameters()))
 
 
 def test_kl_adaptive_learning_rate_follows_exact_kl_and_survives_resume(tmp_path):
-    flags = ("--lr_schedule=kl_adaptive_minibatch", "--lr_schedule_kl_threshold=1e-6", "--learning_rate=1e-3",
-             "--use_rnn=False")
+    flags = (
+        "--lr_schedule=kl_adaptive_minibatch",
+        "--lr_schedule_kl_threshold=1e-6",
+        "--learning_rate=1e-3",
+        "--use_rnn=False",
+    )
     cfg = make_cfg(tmp_path, *flags)
     learner = make_learner(cfg, tmp_path)
     batch = hand_built_batch(learner.model)

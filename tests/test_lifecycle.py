@@ -3,6 +3,7 @@
 Every run starts in its own session, and every process of that session is killed at the end of the test,
 whatever happened.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,31 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, read_until, started_pids
+
 from sf.runtime.orphans import shm_files
 
-FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
-        "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
-DOOM = ["--env=doom_basic", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256", "--seed=1",
-        "--save_every_sec=3600", "--train_for_env_steps=100000000"]
+FAST = [
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+]
+DOOM = [
+    "--env=doom_basic",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--seed=1",
+    "--save_every_sec=3600",
+    "--train_for_env_steps=100000000",
+]
 COMPONENTS = ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "RolloutWorker_w1", "Runner")
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
@@ -78,8 +96,15 @@ def sessions():
 
 
 def _start(args: list[str], sessions: list[int], module: str = "sf_examples.train_gym_env") -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     sessions.append(proc.pid)
     return proc
 
@@ -96,11 +121,23 @@ def _summary(path: Path, deadline_s: float) -> dict:
 @pytest.mark.parametrize("launcher", [pytest.param("nohup", marks=pytest.mark.slow), "setsid"])
 def test_a_run_outlives_the_shell_that_launched_it(tmp_path, sessions, launcher):
     log, pidfile = tmp_path / "run.log", tmp_path / "run.pid"
-    run = shlex.join([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST,
-                      "--train_for_env_steps=20000", f"--train_dir={tmp_path}", "--experiment=bg"])
+    run = shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "sf_examples.train_gym_env",
+            "--env=CartPole-v1",
+            *FAST,
+            "--train_for_env_steps=20000",
+            f"--train_dir={tmp_path}",
+            "--experiment=bg",
+        ]
+    )
     # the shell backgrounds the run, waits until its main loop reports, then exits: the run loses its parent
-    script = (f"{launcher} {run} > {log} 2>&1 & echo $! > {pidfile}; "
-              f"for i in $(seq 3000); do grep -q 'Fps is' {log} && exit 0; sleep 0.1; done; exit 1")
+    script = (
+        f"{launcher} {run} > {log} 2>&1 & echo $! > {pidfile}; "
+        f"for i in $(seq 3000); do grep -q 'Fps is' {log} && exit 0; sleep 0.1; done; exit 1"
+    )
     shell = subprocess.Popen(["sh", "-c", script], cwd=ROOT, env=ENV, start_new_session=True)
     sessions.append(shell.pid)
     assert shell.wait(timeout=400) == 0, log.read_text()[-3000:]
@@ -116,8 +153,18 @@ def test_a_run_outlives_the_shell_that_launched_it(tmp_path, sessions, launcher)
 @pytest.mark.slow
 def test_a_learner_iteration_longer_than_the_stop_timeout_is_killed_with_a_warning(tmp_path, sessions):
     # one training iteration never ends within the test: 10^7 epochs over the first batch
-    proc = _start(["--env=CartPole-v1", *FAST, "--num_epochs=10000000", "--stop_timeout_sec=1",
-                   "--train_for_env_steps=100000000", f"--train_dir={tmp_path}", "--experiment=slow"], sessions)
+    proc = _start(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--num_epochs=10000000",
+            "--stop_timeout_sec=1",
+            "--train_for_env_steps=100000000",
+            f"--train_dir={tmp_path}",
+            "--experiment=slow",
+        ],
+        sessions,
+    )
     lines: list[str] = []
     read_until(proc, r"Avg episode reward: \{0: -?\d", lines)  # episodes ended, so the first batch is on its way
     read_until(proc, r"Fps is", lines)
@@ -136,8 +183,11 @@ def test_a_learner_iteration_longer_than_the_stop_timeout_is_killed_with_a_warni
 def test_sigterm_to_the_process_group_stops_a_vizdoom_run_in_order(tmp_path, sessions):
     pytest.importorskip("vizdoom")
     shm_before = set(os.listdir("/dev/shm"))
-    proc = _start([*DOOM, "--stop_timeout_sec=60", f"--train_dir={tmp_path}", "--experiment=term"], sessions,
-                  module="sf_examples.vizdoom.train_vizdoom")
+    proc = _start(
+        [*DOOM, "--stop_timeout_sec=60", f"--train_dir={tmp_path}", "--experiment=term"],
+        sessions,
+        module="sf_examples.vizdoom.train_vizdoom",
+    )
     lines: list[str] = []
     read_until(proc, r"Total num frames: [1-9]", lines)
     os.killpg(proc.pid, signal.SIGTERM)  # what Slurm, Docker and systemd send
@@ -160,8 +210,9 @@ def test_sigterm_to_the_process_group_stops_a_vizdoom_run_in_order(tmp_path, ses
 def test_a_component_killed_with_sigkill_ends_the_run_within_5_s(tmp_path, sessions, component):
     pytest.importorskip("vizdoom")
     shm_before = set(os.listdir("/dev/shm"))
-    proc = _start([*DOOM, f"--train_dir={tmp_path}", "--experiment=kill"], sessions,
-                  module="sf_examples.vizdoom.train_vizdoom")
+    proc = _start(
+        [*DOOM, f"--train_dir={tmp_path}", "--experiment=kill"], sessions, module="sf_examples.vizdoom.train_vizdoom"
+    )
     lines: list[str] = []
     read_until(proc, r"Total num frames: [1-9]", lines)
     os.kill(started_pids(lines)[component], signal.SIGKILL)

@@ -1,5 +1,6 @@
 """ActorCritic shapes for vector, image and dict observations; RNN sequence vs step equivalence; observation
 normalization; checkpoint round trips."""
+
 from __future__ import annotations
 
 import math
@@ -18,11 +19,28 @@ from sf.model.encoders import ConvEncoder
 torch.set_num_threads(1)
 
 DEFAULTS = dict(
-    encoder_mlp_layers=[32, 16], encoder_conv_architecture="convnet_simple", encoder_conv_mlp_layers=[512],
-    nonlinearity="elu", use_rnn=False, rnn_type="gru", rnn_size=24, rnn_num_layers=1, decoder_mlp_layers=[],
-    actor_critic_share_weights=True, adaptive_stddev=False, initial_stddev=1.0, continuous_tanh_scale=0.0,
-    policy_initialization="orthogonal", policy_init_gain=1.0, init_all_layers=False, normalize_input=False, normalize_input_keys=None,
-    obs_subtract_mean=0.0, obs_scale=1.0, normalize_returns=False, precision="fp32",
+    encoder_mlp_layers=[32, 16],
+    encoder_conv_architecture="convnet_simple",
+    encoder_conv_mlp_layers=[512],
+    nonlinearity="elu",
+    use_rnn=False,
+    rnn_type="gru",
+    rnn_size=24,
+    rnn_num_layers=1,
+    decoder_mlp_layers=[],
+    actor_critic_share_weights=True,
+    adaptive_stddev=False,
+    initial_stddev=1.0,
+    continuous_tanh_scale=0.0,
+    policy_initialization="orthogonal",
+    policy_init_gain=1.0,
+    init_all_layers=False,
+    normalize_input=False,
+    normalize_input_keys=None,
+    obs_subtract_mean=0.0,
+    obs_scale=1.0,
+    normalize_returns=False,
+    precision="fp32",
 )
 VECTOR_SPEC = {"obs": ((7,), np.dtype(np.float32))}
 DOOM_SHAPE = (3, 72, 128)
@@ -38,8 +56,11 @@ def vector_obs(b: int, seed: int = 0) -> dict[str, torch.Tensor]:
 
 def conv_output_shapes(module: nn.Module, x: torch.Tensor) -> list[tuple[int, ...]]:
     shapes = []
-    hooks = [m.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape[1:])))
-             for m in module.modules() if isinstance(m, nn.Conv2d)]
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape[1:])))
+        for m in module.modules()
+        if isinstance(m, nn.Conv2d)
+    ]
     module(x)
     for h in hooks:
         h.remove()
@@ -69,14 +90,28 @@ def test_convnet_simple_layer_shapes():
     assert model.forward_head(obs).shape == (2, 512)
 
 
-@pytest.mark.parametrize("arch,conv_shapes,flat", [
-    ("convnet_atari", [(32, 20, 20), (64, 9, 9), (64, 7, 7)], 64 * 7 * 7),
-    ("convnet_impala", [(16, 84, 84)] + [(16, 42, 42)] * 4 + [(32, 42, 42)] + [(32, 21, 21)] * 4 + [(32, 21, 21)]
-     + [(32, 11, 11)] * 4, 32 * 11 * 11),
-])
+@pytest.mark.parametrize(
+    "arch,conv_shapes,flat",
+    [
+        ("convnet_atari", [(32, 20, 20), (64, 9, 9), (64, 7, 7)], 64 * 7 * 7),
+        (
+            "convnet_impala",
+            [(16, 84, 84)]
+            + [(16, 42, 42)] * 4
+            + [(32, 42, 42)]
+            + [(32, 21, 21)] * 4
+            + [(32, 21, 21)]
+            + [(32, 11, 11)] * 4,
+            32 * 11 * 11,
+        ),
+    ],
+)
 def test_other_conv_architectures(arch, conv_shapes, flat):
-    model = create_actor_critic({"obs": ((4, 84, 84), np.dtype(np.uint8))}, ActionSpec((3,), 0),
-                                cfg(encoder_conv_architecture=arch, encoder_conv_mlp_layers=[256]))
+    model = create_actor_critic(
+        {"obs": ((4, 84, 84), np.dtype(np.uint8))},
+        ActionSpec((3,), 0),
+        cfg(encoder_conv_architecture=arch, encoder_conv_mlp_layers=[256]),
+    )
     encoder = model.encoders[0].encoders[0]
     assert conv_output_shapes(encoder.trunk, torch.zeros(1, 4, 84, 84)) == conv_shapes
     assert encoder.mlp[0].in_features == flat and encoder.out_size == 256
@@ -192,8 +227,9 @@ def test_rnn_sequence_with_resets_backpropagates_like_steps():
 
 def test_actor_critic_core_seq_with_separate_branches_equals_steps():
     torch.manual_seed(2)
-    model = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0),
-                                cfg(use_rnn=True, rnn_type="lstm", actor_critic_share_weights=False))
+    model = create_actor_critic(
+        VECTOR_SPEC, ActionSpec((3,), 0), cfg(use_rnn=True, rnn_type="lstm", actor_critic_share_weights=False)
+    )
     n, t = 3, 5
     x = model.forward_head({"obs": torch.randn(n * t, 7)}).view(n, t, -1)
     h = h0 = torch.randn(n, model.rnn_state_size)
@@ -209,9 +245,17 @@ def test_actor_critic_core_seq_with_separate_branches_equals_steps():
 
 def test_normalize_obs_updates_only_when_asked_and_scales_uint8():
     spec = {"image": ((1, 2, 2), np.dtype(np.uint8)), "vec": ((3,), np.dtype(np.float32))}
-    model = create_actor_critic(spec, ActionSpec((2,), 0), cfg(
-        normalize_input=True, normalize_input_keys=["vec"], obs_subtract_mean=100.0, obs_scale=50.0,
-        encoder_conv_architecture="convnet_impala"))
+    model = create_actor_critic(
+        spec,
+        ActionSpec((2,), 0),
+        cfg(
+            normalize_input=True,
+            normalize_input_keys=["vec"],
+            obs_subtract_mean=100.0,
+            obs_scale=50.0,
+            encoder_conv_architecture="convnet_impala",
+        ),
+    )
     image = torch.full((4, 1, 2, 2), 200, dtype=torch.uint8)
     vec = torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]).repeat(2, 1)
     vec_before = vec.clone()
@@ -237,8 +281,13 @@ def test_unknown_normalize_input_key_names_the_flag():
 
 def test_state_dict_round_trip_reproduces_outputs_and_statistics():
     spec = {"a.b": ((7,), np.dtype(np.float32))}
-    config = cfg(use_rnn=True, normalize_input=True, normalize_returns=True, adaptive_stddev=True,
-                 actor_critic_share_weights=False)
+    config = cfg(
+        use_rnn=True,
+        normalize_input=True,
+        normalize_returns=True,
+        adaptive_stddev=True,
+        actor_critic_share_weights=False,
+    )
     torch.manual_seed(3)
     source = create_actor_critic(spec, ActionSpec((3,), 2), config)
     obs = {"a.b": torch.randn(6, 7) * 3 + 1}
@@ -275,13 +324,17 @@ def test_initialization_schemes(all_layers):
             assert layer.weight.abs().max() <= 1.0 / math.sqrt(layer.in_features)
             assert not is_orthogonal(layer.weight, 1.5)
 
-    xavier = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="xavier_uniform", **config))
+    xavier = create_actor_critic(
+        VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="xavier_uniform", **config)
+    )
     bound = math.sqrt(6.0 / (xavier.action_head.in_features + xavier.action_head.out_features))
     assert xavier.action_head.weight.abs().max() <= bound
     assert xavier.action_head.weight.abs().max() > 1.0 / math.sqrt(xavier.action_head.in_features)
 
     torch.manual_seed(11)
-    default = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="torch_default", **config))
+    default = create_actor_critic(
+        VECTOR_SPEC, ActionSpec((3,), 0), cfg(policy_initialization="torch_default", **config)
+    )
     torch.manual_seed(11)
     untouched = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(**config))
     first = default.encoders[0].encoders[0].mlp[0]
@@ -316,7 +369,7 @@ def test_auto_precision_is_bf16_only_on_cpus_with_amx(monkeypatch):
 
     for amx in (True, False):
         precision.resolve_precision.cache_clear()
-        monkeypatch.setattr(precision, "amx_available", lambda: amx)
+        monkeypatch.setattr(precision, "amx_available", lambda amx=amx: amx)
         assert precision.resolve_precision("auto", "cpu") == ("bf16" if amx else "fp32")
         assert precision.resolve_precision("auto", "cuda") == "fp32"
         assert precision.resolve_precision("bf16", "cuda") == "bf16"

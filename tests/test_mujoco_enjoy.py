@@ -1,25 +1,39 @@
 """Evaluation of a MuJoCo experiment: without video always, with an mp4 when an OpenGL backend renders,
-and one line of advice (then evaluation without video) when none does. Backend choice is unit-tested with fake probes."""
+and one line of advice (then evaluation without video) when none does. Backend choice is unit-tested with fake
+probes."""
+
 from __future__ import annotations
 
 import os
 
 import imageio.v2 as imageio
 import pytest
-
 from conftest import run_sf
 
 pytest.importorskip("mujoco")
 
 from sf_examples.mujoco.gl_backend import (  # noqa: E402
-    candidate_backends, choose_gl_backend, probe_backend, setup_gl_backend,
+    candidate_backends,
+    choose_gl_backend,
+    probe_backend,
+    setup_gl_backend,
 )
 
 TRAIN = "sf_examples.mujoco.train_mujoco"
 ENJOY = "sf_examples.mujoco.enjoy_mujoco"
-TINY = ["--env=mujoco_pendulum", "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=2048",
-        "--num_workers=2", "--num_envs_per_worker=4", "--rollout=32", "--batch_size=256", "--num_batches_per_epoch=1",
-        "--num_epochs=1", "--seed=1"]
+TINY = [
+    "--env=mujoco_pendulum",
+    "--serial_mode=True",
+    "--async_rl=False",
+    "--train_for_env_steps=2048",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--rollout=32",
+    "--batch_size=256",
+    "--num_batches_per_epoch=1",
+    "--num_epochs=1",
+    "--seed=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +46,11 @@ def trained(tmp_path_factory):
 
 
 def _enjoy(train_dir, *extra):
-    return run_sf(["--env=mujoco_pendulum", f"--train_dir={train_dir}", "--experiment=tiny", "--max_num_episodes=1",
-                   *extra], module=ENJOY, timeout=180)
+    return run_sf(
+        ["--env=mujoco_pendulum", f"--train_dir={train_dir}", "--experiment=tiny", "--max_num_episodes=1", *extra],
+        module=ENJOY,
+        timeout=180,
+    )
 
 
 def _working_backend() -> str | None:
@@ -79,6 +96,7 @@ def test_enjoy_without_backend_advises_and_still_evaluates(trained, monkeypatch)
 
 
 # backend choice, with fake probes ---------------------------------------------------------------------
+
 
 def test_user_choice_is_probed_and_never_replaced():
     probed = []

@@ -1,4 +1,5 @@
 """Every MuJoCo task sf registers opens, resets and steps through the adapter with the spaces it declares."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,12 @@ mujoco = pytest.importorskip("mujoco")
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, create_env  # noqa: E402
 from sf.envs.registry import registered_envs  # noqa: E402
 from sf_examples.mujoco.mujoco_envs import (  # noqa: E402
-    MUJOCO_ENVS, TRACKING_CAMERA, env_placement, make_mujoco_env, mujoco_defaults, register_mujoco_envs,
+    MUJOCO_ENVS,
+    TRACKING_CAMERA,
+    env_placement,
+    make_mujoco_env,
+    mujoco_defaults,
+    register_mujoco_envs,
 )
 
 
@@ -29,7 +35,7 @@ def test_task_steps_with_declared_spaces(name):
     env = EnvAdapter(raw)
     try:
         assert raw.spec.id == MUJOCO_ENVS[name]
-        (obs_shape, obs_dtype), = env.obs_spec.values()
+        ((obs_shape, obs_dtype),) = env.obs_spec.values()
         assert obs_shape == raw.observation_space.shape and obs_dtype == np.float32
         assert env.action_spec.discrete_sizes == ()
         assert env.action_spec.continuous_dim == int(np.prod(raw.action_space.shape))
@@ -56,7 +62,10 @@ def test_defaults_are_continuous_control_ppo():
     samples_per_iteration = defaults["batch_size"] * defaults["num_batches_per_epoch"]
     assert 2048 <= samples_per_iteration <= 4096 and 4 <= defaults["num_batches_per_epoch"] <= 32
     envs = defaults["num_workers"] * defaults["num_envs_per_worker"]
-    assert samples_per_iteration % (envs * defaults["rollout"]) == 0 or (envs * defaults["rollout"]) % samples_per_iteration == 0
+    assert (
+        samples_per_iteration % (envs * defaults["rollout"]) == 0
+        or (envs * defaults["rollout"]) % samples_per_iteration == 0
+    )
     assert defaults["num_envs_per_worker"] % defaults["worker_num_splits"] == 0
 
 

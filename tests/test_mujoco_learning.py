@@ -1,10 +1,11 @@
-"""MuJoCo learning with the example's defaults and the acceptance thresholds (slow: about 20 s to a few minutes each)."""
+"""MuJoCo learning with the example's defaults and the acceptance thresholds (slow: about 20 s to a few minutes
+each)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from conftest import run_sf
 
 pytest.importorskip("mujoco")
@@ -23,8 +24,15 @@ def _train(train_dir, *args: str, timeout: float) -> dict:
 @pytest.mark.slow
 def test_pendulum_serial_reaches_950(tmp_path):
     """The pendulum acceptance command; Sample Factory 2.1.1 reaches about 710 with it."""
-    summary = _train(tmp_path, "--env=mujoco_pendulum", "--serial_mode=True", "--async_rl=False",
-                     "--train_for_env_steps=150000", "--seed=1", timeout=600)
+    summary = _train(
+        tmp_path,
+        "--env=mujoco_pendulum",
+        "--serial_mode=True",
+        "--async_rl=False",
+        "--train_for_env_steps=150000",
+        "--seed=1",
+        timeout=600,
+    )
     assert summary["env_frames"]["0"] >= 150_000
     assert summary["avg_episode_reward"]["0"] >= 950
 
@@ -39,6 +47,13 @@ def test_pendulum_parallel_learns(tmp_path):
 @pytest.mark.slow
 def test_halfcheetah_serial_beats_sample_factory(tmp_path):
     """1M frames; Sample Factory 2.1.1 reaches about 2,400 with the same flags."""
-    summary = _train(tmp_path, "--env=mujoco_halfcheetah", "--serial_mode=True", "--async_rl=False",
-                     "--train_for_env_steps=1000000", "--seed=1", timeout=900)
+    summary = _train(
+        tmp_path,
+        "--env=mujoco_halfcheetah",
+        "--serial_mode=True",
+        "--async_rl=False",
+        "--train_for_env_steps=1000000",
+        "--seed=1",
+        timeout=900,
+    )
     assert summary["avg_episode_reward"]["0"] >= 2400

@@ -1,4 +1,5 @@
 """The fused uint8 image path of ObsNormalizer (numba kernels) against the plain torch computation it replaces."""
+
 from __future__ import annotations
 
 import types
@@ -15,13 +16,16 @@ SPEC = {"image": ((3, 6, 10), np.dtype(np.uint8)), "vec": ((4,), np.dtype(np.flo
 
 
 def normalizer(normalize_input: bool = True, subtract_mean: float = 10.0, scale: float = 255.0) -> ObsNormalizer:
-    cfg = types.SimpleNamespace(obs_subtract_mean=subtract_mean, obs_scale=scale, normalize_input=normalize_input,
-                                normalize_input_keys=None)
+    cfg = types.SimpleNamespace(
+        obs_subtract_mean=subtract_mean, obs_scale=scale, normalize_input=normalize_input, normalize_input_keys=None
+    )
     return ObsNormalizer(SPEC, cfg)
 
 
 def images(n: int, seed: int) -> torch.Tensor:
-    return torch.randint(0, 256, (n, *SPEC["image"][0]), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, 256, (n, *SPEC["image"][0]), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def reference(x: torch.Tensor, subtract_mean: float, scale: float, stats: RunningMeanStd | None) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """The parallel placement ends cleanly whatever happens: a worker killed, an env raising, a signal."""
+
 import json
 import os
 import re
@@ -8,29 +9,55 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids
 
-FAST = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
-        "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
+FAST = [
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+]
 # --backend=ray on a one-machine cluster (every component on the driver's node) must behave as --backend=local
-BACKENDS = [pytest.param([], id="local"),
-            pytest.param(["--backend=ray", "--ray_address=local"], id="ray", marks=pytest.mark.slow)]
+BACKENDS = [
+    pytest.param([], id="local"),
+    pytest.param(["--backend=ray", "--ray_address=local"], id="ray", marks=pytest.mark.slow),
+]
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started by a run binds to 127.0.0.1 only
 
 
 def _start(args, script=None):
     cmd = [sys.executable, script] if script else [sys.executable, "-m", "sf_examples.train_gym_env"]
-    return subprocess.Popen([*cmd, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    return subprocess.Popen(
+        [*cmd, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_parallel_short_run_prints_every_profile(tmp_path, shm_before, backend):
-    result = run_sf(["--env=CartPole-v1", *FAST, *backend, "--train_for_env_steps=4000", "--experiment=par",
-                     f"--train_dir={tmp_path}"], timeout=240)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            *backend,
+            "--train_for_env_steps=4000",
+            "--experiment=par",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
-    lines = [l for l in result.stdout.splitlines() if l.strip()]
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert re.search(r"Collected \{0: \d+\}, FPS: [\d.]+$", lines[-1])
     for name in ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "RolloutWorker_w1", "Runner"):
         assert f"{name} profile tree view:" in result.stdout
@@ -42,10 +69,20 @@ def test_parallel_short_run_prints_every_profile(tmp_path, shm_before, backend):
     assert not shm_leaked(shm_before)
 
 
-def _interrupt_running(tmp_path, experiment: str, act, backend=()) -> tuple[subprocess.Popen, str, float, dict[str, int]]:
+def _interrupt_running(
+    tmp_path, experiment: str, act, backend=()
+) -> tuple[subprocess.Popen, str, float, dict[str, int]]:
     """Start a long parallel run, do `act(proc, child_pids)` once it reports progress, wait for the end."""
-    proc = _start(["--env=CartPole-v1", *FAST, *backend, "--train_for_env_steps=100000000", f"--experiment={experiment}",
-                   f"--train_dir={tmp_path}"])
+    proc = _start(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            *backend,
+            "--train_for_env_steps=100000000",
+            f"--experiment={experiment}",
+            f"--train_dir={tmp_path}",
+        ]
+    )
     lines: list[str] = []
     try:
         read_until(proc, r"Total num frames: [1-9]", lines)  # every process is up and training
@@ -61,8 +98,9 @@ def _interrupt_running(tmp_path, experiment: str, act, backend=()) -> tuple[subp
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
-    proc, out, took, pids = _interrupt_running(tmp_path, "kill",
-                                               lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGKILL), backend)
+    proc, out, took, pids = _interrupt_running(
+        tmp_path, "kill", lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGKILL), backend
+    )
     assert proc.returncode != 0
     assert took < 15, took
     summary = json.loads((tmp_path / "kill" / "summary.json").read_text())
@@ -75,8 +113,16 @@ def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
 def test_worker_killed_holding_every_lock_ends_the_run_with_every_other_profile(tmp_path, shm_before):
     """Rollout worker 0 takes the runner's inbox, the learner's, every worker's and the policy store's locks, then is
     killed: nothing may wait for those locks forever."""
-    proc = _start(["--env=lock_holding_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=locks",
-                   f"--train_dir={tmp_path}"], script=str(ROOT / "tests" / "lock_holding_env.py"))
+    proc = _start(
+        [
+            "--env=lock_holding_cartpole",
+            *FAST,
+            "--train_for_env_steps=100000000",
+            "--experiment=locks",
+            f"--train_dir={tmp_path}",
+        ],
+        script=str(ROOT / "tests" / "lock_holding_env.py"),
+    )
     lines: list[str] = []
     try:
         taken = read_until(proc, r"locks taken: (\d+)", lines)
@@ -98,8 +144,16 @@ def test_worker_killed_holding_every_lock_ends_the_run_with_every_other_profile(
 
 
 def test_exception_in_env_ends_the_run(tmp_path, shm_before):
-    proc = _start(["--env=crashing_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=crash",
-                   f"--train_dir={tmp_path}"], script=str(ROOT / "tests" / "crash_env.py"))
+    proc = _start(
+        [
+            "--env=crashing_cartpole",
+            *FAST,
+            "--train_for_env_steps=100000000",
+            "--experiment=crash",
+            f"--train_dir={tmp_path}",
+        ],
+        script=str(ROOT / "tests" / "crash_env.py"),
+    )
     started = time.monotonic()
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out[-3000:]
@@ -112,7 +166,9 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sigint_stops_with_status_interrupted(tmp_path, shm_before, backend):
-    proc, out, took, pids = _interrupt_running(tmp_path, "int", lambda proc, _: proc.send_signal(signal.SIGINT), backend)
+    proc, out, took, pids = _interrupt_running(
+        tmp_path, "int", lambda proc, _: proc.send_signal(signal.SIGINT), backend
+    )
     assert took < 10, took
     summary = json.loads((tmp_path / "int" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
@@ -128,8 +184,17 @@ def _summary(train_dir, experiment):
 
 @pytest.mark.slow
 def test_two_policies_both_train(tmp_path):
-    result = run_sf(["--env=CartPole-v1", *FAST, "--num_policies=2", "--train_for_env_steps=6000", "--experiment=two",
-                     f"--train_dir={tmp_path}"], timeout=240)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--num_policies=2",
+            "--train_for_env_steps=6000",
+            "--experiment=two",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     summary = _summary(tmp_path, "two")
     assert all(summary["env_frames"][p] >= 6000 for p in ("0", "1"))
@@ -141,8 +206,17 @@ def test_two_policies_both_train(tmp_path):
 
 
 def test_sync_mode_trains_on_current_policy_only(tmp_path):
-    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", "--train_for_env_steps=6000", "--experiment=sync",
-                     f"--train_dir={tmp_path}"], timeout=240)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--async_rl=False",
+            "--train_for_env_steps=6000",
+            "--experiment=sync",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     summary = _summary(tmp_path, "sync")
     assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
@@ -152,7 +226,18 @@ def test_sync_mode_trains_on_current_policy_only(tmp_path):
 @pytest.mark.parametrize("async_rl", ["True", "False"])
 def test_parallel_cartpole_learns(tmp_path, async_rl):
     """The parallel CartPole acceptance command, asynchronous and synchronous."""
-    result = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=8", "--train_for_env_steps=300000",
-                     "--seed=1", f"--async_rl={async_rl}", "--experiment=learn", f"--train_dir={tmp_path}"], timeout=900)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            "--num_workers=2",
+            "--num_envs_per_worker=8",
+            "--train_for_env_steps=300000",
+            "--seed=1",
+            f"--async_rl={async_rl}",
+            "--experiment=learn",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     assert _summary(tmp_path, "learn")["avg_episode_reward"]["0"] >= 450

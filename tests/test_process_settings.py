@@ -1,4 +1,5 @@
 """Per-process OS settings: thread variables reach spawned children, priority and pinning are applied."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -9,20 +10,31 @@ import pytest
 
 from sf.utils.process_settings import THREAD_VARIABLES, apply_process_settings, thread_limits, worker_core
 
-def _apply_and_report(queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int,
-                      learner_priority: bool) -> None:
-    cfg = types.SimpleNamespace(keep_freed_memory=False, default_niceness=niceness, set_workers_cpu_affinity=pin,
-                                env_threads=env_threads, learner_priority=learner_priority)
+
+def _apply_and_report(
+    queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int, learner_priority: bool
+) -> None:
+    cfg = types.SimpleNamespace(
+        keep_freed_memory=False,
+        default_niceness=niceness,
+        set_workers_cpu_affinity=pin,
+        env_threads=env_threads,
+        learner_priority=learner_priority,
+    )
     apply_process_settings(cfg, kind, index)
     queue.put({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))})
 
 
-def _probe(niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1, learner_priority: bool = False) -> dict:
+def _probe(
+    niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1, learner_priority: bool = False
+) -> dict:
     """The settings a component process of `kind` ends up with, applied in a forked child (fast: torch is already
     imported) so this process keeps its own priority and cores."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    child = ctx.Process(target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads, learner_priority))
+    child = ctx.Process(
+        target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads, learner_priority)
+    )
     child.start()
     seen = queue.get(timeout=60)
     child.join(timeout=60)

@@ -1,5 +1,6 @@
 """Component processes are forked from a server that imported torch and sf once, and start as the runner's own
 settings say: SIGINT and SIGTERM blocked, one math thread in the rollout workers; the server goes with the run."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,12 @@ def _factory_of(module: str):
 
 
 def test_the_server_preloads_sf_and_the_modules_that_registered_the_envs():
-    factories = {"doom_basic": _factory_of("sf_examples.vizdoom.doom_envs"), "mine": _factory_of("__main__"),
-                 "doom_health": _factory_of("sf_examples.vizdoom.doom_envs"), "ant": _factory_of("my.mujoco_envs")}
+    factories = {
+        "doom_basic": _factory_of("sf_examples.vizdoom.doom_envs"),
+        "mine": _factory_of("__main__"),
+        "doom_health": _factory_of("sf_examples.vizdoom.doom_envs"),
+        "ant": _factory_of("my.mujoco_envs"),
+    }
     assert preload_modules(factories) == [*BASE_PRELOAD, "my.mujoco_envs", "sf_examples.vizdoom.doom_envs"]
 
 
@@ -44,12 +49,28 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 def test_components_are_forked_from_one_server_with_the_runners_settings(tmp_path, shm_before):
-    proc = subprocess.Popen([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", "--use_rnn=False",
-                             "--encoder_mlp_layers", "32", "--num_workers=2", "--num_envs_per_worker=4",
-                             "--inference_placement=own_process", "--train_for_env_steps=100000000",
-                             "--experiment=forked", f"--train_dir={tmp_path}"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={"PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "4"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sf_examples.train_gym_env",
+            "--env=CartPole-v1",
+            "--use_rnn=False",
+            "--encoder_mlp_layers",
+            "32",
+            "--num_workers=2",
+            "--num_envs_per_worker=4",
+            "--inference_placement=own_process",
+            "--train_for_env_steps=100000000",
+            "--experiment=forked",
+            f"--train_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={"PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "4"},
+    )
     lines: list[str] = []
     try:
         read_until(proc, r"Total num frames: [1-9]", lines)

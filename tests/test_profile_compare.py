@@ -1,4 +1,5 @@
 """`python -m sf.profile report <run> --compare <baseline>`: marks a scope made 20 % slower, stays quiet otherwise."""
+
 import dataclasses
 import json
 import shutil
@@ -7,8 +8,8 @@ import sys
 
 import pytest
 
-from sf.profiling.run_data import load_experiment
 from sf.profiling.compare import MIN_CHANGE, Z, compare
+from sf.profiling.run_data import load_experiment
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT
@@ -18,13 +19,23 @@ SLEEPY = CASES["simulation"]
 
 def scale_scope(tree: dict, key: str | None, factor: float) -> dict:
     """`key` (every key when None, waits excepted) `factor` times as long."""
-    return {k: {"time": v["time"] * (factor if k == key or (key is None and not k.startswith("wait_")) else 1.0),
-                "children": scale_scope(v["children"], key, factor)}
-            for k, v in tree.items()}
+    return {
+        k: {
+            "time": v["time"] * (factor if k == key or (key is None and not k.startswith("wait_")) else 1.0),
+            "children": scale_scope(v["children"], key, factor),
+        }
+        for k, v in tree.items()
+    }
 
 
-def slowed_copy(src, dst, factor: float, core_wait_share: float = 0.0, component: str = "RolloutWorker",
-                key: str | None = "env_step"):
+def slowed_copy(
+    src,
+    dst,
+    factor: float,
+    core_wait_share: float = 0.0,
+    component: str = "RolloutWorker",
+    key: str | None = "env_step",
+):
     """The same run with `key` of every `component` (every key when None) taking `factor` times as long, in the series
     and the profile, and, when `core_wait_share` is given, its processes waiting for a core that share of the time more
     (as on a busier machine)."""
@@ -44,7 +55,6 @@ def slowed_copy(src, dst, factor: float, core_wait_share: float = 0.0, component
             entry["tree"] = scale_scope(entry["tree"], key, factor)
     (dst / "profile.json").write_text(json.dumps(profile))
     return dst
-
 
 
 def test_a_scope_made_20_percent_slower_is_marked(sleepy_run, tmp_path):
@@ -85,8 +95,11 @@ def test_a_process_whose_keys_all_moved_together_is_explained_by_that_move(sleep
     command: each key's process column shows the move, and the move explains it."""
     moved = slowed_copy(sleepy_run, tmp_path / "moved", 1.4, component="InferenceWorker", key=None)
     result = compare(load_experiment(sleepy_run), load_experiment(moved))
-    rows = [r for r in result.rows if r.key.startswith("InferenceWorker") and r.unit == "s/frame"
-            and "/wait_" not in r.key and r.a]
+    rows = [
+        r
+        for r in result.rows
+        if r.key.startswith("InferenceWorker") and r.unit == "s/frame" and "/wait_" not in r.key and r.a
+    ]
     assert len(rows) > 5
     assert all(r.change == pytest.approx(0.4, rel=1e-6) and r.process_change == pytest.approx(0.4) for r in rows)
     assert result.marked == []
@@ -99,15 +112,25 @@ def test_a_change_within_noise_is_not_marked(sleepy_run, tmp_path):
 
 def test_cli_prints_the_diff_and_draws_it(sleepy_run, tmp_path):
     slow = slowed_copy(sleepy_run, tmp_path / "slow", 1.2)
-    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     expected = compare(load_experiment(sleepy_run), load_experiment(slow))
     assert f"{len(expected.marked)} of {len(expected.rows)} keys changed beyond run-to-run noise" in out.stdout
     assert "RolloutWorker_w0/env_step" in out.stdout and "+20%" in out.stdout
     assert (slow / "profiling" / "compare.png").read_bytes()[:4] == b"\x89PNG"
-    as_json = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run),
-                              "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    as_json = subprocess.run(
+        [sys.executable, "-m", "sf.profile", "report", str(slow), "--compare", str(sleepy_run), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     data = json.loads(as_json.stdout)
     assert sorted(data["marked"]) == sorted(r.key for r in expected.marked)
     row = next(r for r in data["rows"] if r["key"] == "RolloutWorker_w0/env_step")

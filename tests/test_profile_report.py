@@ -1,5 +1,6 @@
 """`python -m sf.profile report`: the verdict on runs built to be limited by one kind of work, the what-if arithmetic
 on a hand-made experiment, and the outputs (text, JSON, HTML with inline charts, PNGs)."""
+
 import base64
 import json
 import shutil
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment
 from sf.profiling.bottleneck import assess, predict_fps, process_loads
+from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT
@@ -30,26 +31,54 @@ def write_experiment(path, trees_at, fps=1000.0):
     lines, profile = [], {}
     for name, (pid, tree) in trees_at.items():
         for t, frames, snapshot in ((5.0, 1000, {}), (15.0, 1000 + int(10 * fps), tree)):
-            lines.append((t, json.dumps({"t": t, "frames": frames, "component": name, "pid": pid, "final": False,
-                                     "cpu_s": None, "run_delay_s": None, "cores": 2, "tree": snapshot})))
+            lines.append(
+                (
+                    t,
+                    json.dumps(
+                        {
+                            "t": t,
+                            "frames": frames,
+                            "component": name,
+                            "pid": pid,
+                            "final": False,
+                            "cpu_s": None,
+                            "run_delay_s": None,
+                            "cores": 2,
+                            "tree": snapshot,
+                        }
+                    ),
+                )
+            )
         profile[name] = {"name": name, "pid": pid, "tree": tree}
     (path / SERIES_FILE).write_text("\n".join(line for _, line in sorted(lines, key=lambda kv: kv[0])) + "\n")
     (path / "profile.json").write_text(json.dumps(profile))
-    (path / "summary.json").write_text(json.dumps({"fps": fps, "fps_steady": fps, "wall_time_s": 20.0,
-                                                   "env_frames": {"0": 1000 + int(10 * fps)}}))
+    (path / "summary.json").write_text(
+        json.dumps({"fps": fps, "fps_steady": fps, "wall_time_s": 20.0, "env_frames": {"0": 1000 + int(10 * fps)}})
+    )
     return path
 
 
 def simulation_bound(path):
     """Rollout workers busy 9 of 10 s (8 s env_step, 1 s framework), inference 3 s, learner 2 s, batcher 0.5 s."""
-    rollout = {"env_step": node(8.0), "overhead": node(0.6), "enqueue_policy_requests": node(0.4), "wait_actions": node(1.0)}
-    return write_experiment(path, {
-        "RolloutWorker_w0": (10, rollout), "RolloutWorker_w1": (11, rollout),
-        "InferenceWorker_p0-w0": (12, {"one_step": node(3.0, forward=node(2.0), send_messages=node(0.5)),
-                                       "wait_requests": node(7.0)}),
-        "Learner 0": (13, {"train": node(2.0), "wait_batch": node(7.5)}),
-        "Batcher 0": (13, {"batching": node(0.5)}),
-    })
+    rollout = {
+        "env_step": node(8.0),
+        "overhead": node(0.6),
+        "enqueue_policy_requests": node(0.4),
+        "wait_actions": node(1.0),
+    }
+    return write_experiment(
+        path,
+        {
+            "RolloutWorker_w0": (10, rollout),
+            "RolloutWorker_w1": (11, rollout),
+            "InferenceWorker_p0-w0": (
+                12,
+                {"one_step": node(3.0, forward=node(2.0), send_messages=node(0.5)), "wait_requests": node(7.0)},
+            ),
+            "Learner 0": (13, {"train": node(2.0), "wait_batch": node(7.5)}),
+            "Batcher 0": (13, {"batching": node(0.5)}),
+        },
+    )
 
 
 def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
@@ -70,7 +99,8 @@ def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
     # rollout 0.25 and the inference worker at 0.3 (its sends untouched); the same 2x for every group's
     # communication would also halve those sends (0.05 -> 0.025) and leave the inference worker at 0.275
     assert predict_fps(exp, {"simulation": 4.0, ("RolloutWorker", "communication"): 2.0}) == pytest.approx(
-        1000 * 0.9 / 0.3)
+        1000 * 0.9 / 0.3
+    )
     assert predict_fps(exp, {"simulation": 4.0, "communication": 2.0}) == pytest.approx(1000 * 0.9 / 0.275)
 
 
@@ -90,8 +120,13 @@ def test_waits_name_whom_each_component_waits_for(tmp_path):
 
 def test_cli_writes_html_pngs_and_json(tmp_path):
     exp = simulation_bound(tmp_path / "sim")
-    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(exp), "--json"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sf.profile", "report", str(exp), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["verdict"]["kind"] == "simulation"
@@ -104,8 +139,13 @@ def test_cli_writes_html_pngs_and_json(tmp_path):
 
 
 def test_cli_rejects_a_folder_without_a_profile(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "sf.profile", "report", str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sf.profile", "report", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "experiment_dir" in out.stderr
@@ -142,8 +182,9 @@ def test_induced_bottleneck_gets_its_verdict_slow(kind, tmp_path):
 def _snapshot(t: float, frames: int, final: bool = False):
     from sf.profiling.series import Snapshot
 
-    return Snapshot(t=t, frames=frames, pid=1, final=final, cpu_s=None, run_delay_s=None, cores=2, tree={},
-                    lifetime_s=t)
+    return Snapshot(
+        t=t, frames=frames, pid=1, final=final, cpu_s=None, run_delay_s=None, cores=2, tree={}, lifetime_s=t
+    )
 
 
 def test_steady_window_needs_a_quarter_of_the_run():
@@ -162,9 +203,13 @@ def test_a_process_hosting_two_components_counts_its_loop_overhead_once():
     loop = {"loop_overhead": {"time": 1.0, "children": {"serialize": {"time": 1.0, "children": {}}}}}
     rollout = {"env_step": {"time": 3.0, "children": {}}, "wait_actions": {"time": 5.0, "children": {}}, **loop}
     inference = {"one_step": {"time": 4.0, "children": {}}, "wait_requests": {"time": 4.0, "children": {}}, **loop}
-    components = [ComponentActivity(name, 7, role, 10.0, work, 10.0 - work - 1.0, 1.0, {}, tree)
-                  for name, role, work, tree in (("RolloutWorker_w0", "RolloutWorker", 3.0, rollout),
-                                                 ("InferenceWorker_p0-w0", "InferenceWorker", 4.0, inference))]
+    components = [
+        ComponentActivity(name, 7, role, 10.0, work, 10.0 - work - 1.0, 1.0, {}, tree)
+        for name, role, work, tree in (
+            ("RolloutWorker_w0", "RolloutWorker", 3.0, rollout),
+            ("InferenceWorker_p0-w0", "InferenceWorker", 4.0, inference),
+        )
+    ]
     (load,) = process_loads(Experiment(Path("."), components, {}, {}))
     assert load.label == "InferenceWorker + RolloutWorker"
     assert load.busy == pytest.approx({"simulation": 0.3, "inference": 0.4, "communication": 0.1})
@@ -176,10 +221,16 @@ def test_a_wait_on_a_component_of_the_same_process_says_so():
     def component(name, role, pid, wait_key):
         return ComponentActivity(name, pid, role, 10.0, 4.0, 5.0, 1.0, {wait_key: 5.0}, {})
 
-    colocated = [component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
-                 component("InferenceWorker_p0-w0", "InferenceWorker", 7, "wait_requests")]
+    colocated = [
+        component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
+        component("InferenceWorker_p0-w0", "InferenceWorker", 7, "wait_requests"),
+    ]
     assert {w.role: w.waiting_for for w in wait_lines(colocated)} == {
-        "RolloutWorker": "inference workers, in its own process", "InferenceWorker": "rollout workers, in its own process"}
-    apart = [component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
-             component("InferenceWorker_p0-w0", "InferenceWorker", 8, "wait_requests")]
+        "RolloutWorker": "inference workers, in its own process",
+        "InferenceWorker": "rollout workers, in its own process",
+    }
+    apart = [
+        component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),
+        component("InferenceWorker_p0-w0", "InferenceWorker", 8, "wait_requests"),
+    ]
     assert {w.waiting_for for w in wait_lines(apart)} == {"inference workers", "rollout workers"}

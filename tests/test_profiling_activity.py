@@ -1,18 +1,35 @@
 """Work versus waiting: every component's lifetime is explained by its work scopes, its named waits and the
 event loop's overhead, with nothing counted twice."""
+
 import json
 import time
 
 import pytest
-
 from conftest import read_scalars, run_sf
+
 from sf.runtime.event_loop import Component, EventLoop, StopLoop
 
-FAST = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2",
-        "--num_envs_per_worker=4", "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600",
-        "--experiment_summaries_interval=1"]
-CANONICAL_WAITS = {"Batcher 0": "wait_trajectories", "InferenceWorker_p0-w0": "wait_requests",
-                   "Learner 0": "wait_batch", "RolloutWorker_w0": "wait_actions", "RolloutWorker_w1": "wait_actions"}
+FAST = [
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+    "--experiment_summaries_interval=1",
+]
+CANONICAL_WAITS = {
+    "Batcher 0": "wait_trajectories",
+    "InferenceWorker_p0-w0": "wait_requests",
+    "Learner 0": "wait_batch",
+    "RolloutWorker_w0": "wait_actions",
+    "RolloutWorker_w1": "wait_actions",
+}
 
 
 def _spin(seconds: float) -> None:
@@ -77,7 +94,9 @@ def _check_run(profile: dict, serial: bool) -> None:
     if serial:
         # every moment of the one loop is one component's work or the loop's own overhead
         loop_parts = [e["activity"] for n, e in profile.items() if n != "Runner"]
-        total = sum(a["work_s"] for a in loop_parts) + profile["Runner"]["activity"]["work_s"] + loop_parts[0]["overhead_s"]
+        total = (
+            sum(a["work_s"] for a in loop_parts) + profile["Runner"]["activity"]["work_s"] + loop_parts[0]["overhead_s"]
+        )
         assert total == pytest.approx(loop_parts[0]["lifetime_s"], rel=0.05)
 
 
@@ -96,8 +115,11 @@ def test_parallel_run_explains_every_components_lifetime(parallel_run):
     _check_run(profile, serial=False)
     # Learner and Batcher share a process, and so do each rollout worker and its inference worker (a small model on
     # the CPU): the time one works is the other's wait
-    for a, b in (("Learner 0", "Batcher 0"), ("RolloutWorker_w0", "InferenceWorker_p0-w0"),
-                 ("RolloutWorker_w1", "InferenceWorker_p0-w1")):
+    for a, b in (
+        ("Learner 0", "Batcher 0"),
+        ("RolloutWorker_w0", "InferenceWorker_p0-w0"),
+        ("RolloutWorker_w1", "InferenceWorker_p0-w1"),
+    ):
         first, second = profile[a]["activity"], profile[b]["activity"]
         assert profile[a]["pid"] == profile[b]["pid"]
         assert first["work_s"] + first["wait_s"] == pytest.approx(second["work_s"] + second["wait_s"], rel=0.05)
@@ -154,8 +176,17 @@ def _histogram_tags(exp) -> set[str]:
 
 
 def test_serial_run_splits_one_process_between_components(tmp_path):
-    result = run_sf([*FAST, "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=3000", "--experiment=ser",
-                     f"--train_dir={tmp_path}"], timeout=240)
+    result = run_sf(
+        [
+            *FAST,
+            "--serial_mode=True",
+            "--async_rl=False",
+            "--train_for_env_steps=3000",
+            "--experiment=ser",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     profile = json.loads((tmp_path / "ser" / "profile.json").read_text())
     _check_run(profile, serial=True)

@@ -1,5 +1,6 @@
 """The cross-stack breakdown: attribution by hand-computed timelines (CPU and CUDA), the overhead correction, and
 end-to-end runs in serial mode."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,14 @@ def _timeline() -> list[Span]:
 
 
 def test_attribution_splits_every_instant_of_the_window_by_hand():
-    result = attribute(_timeline(), 1, (0, 100 * MS), lambda name: name, "Runner/main_loop",
-                       nvml_samples=[(50 * MS, 0.5), (100 * MS, 1.0)])
+    result = attribute(
+        _timeline(),
+        1,
+        (0, 100 * MS),
+        lambda name: name,
+        "Runner/main_loop",
+        nvml_samples=[(50 * MS, 0.5), (100 * MS, 1.0)],
+    )
     rows = result.rows
     # env step 10..30: Python 10-12, env 12-20, torch inside the env 20-24, env 24-28, Python 28-30
     assert rows["W/env_step"].simulator == pytest.approx(0.012)
@@ -48,7 +55,8 @@ def test_attribution_splits_every_instant_of_the_window_by_hand():
     # after the kernel ended 70-75, Python 75-78, backward on the autograd thread 78-85, Python 85-90
     train = rows["L/train"]
     assert (train.backend, train.cuda_api, train.gpu, train.python, train.simulator) == pytest.approx(
-        (0.015, 0.007, 0.015, 0.013, 0.0))
+        (0.015, 0.007, 0.015, 0.013, 0.0)
+    )
     assert train.kernel_busy_s == pytest.approx(0.022)  # the kernel it launched, though it ran past its CPU work
     assert rows["Runner/main_loop"].python == pytest.approx(0.030)
     assert "X/elsewhere" not in rows
@@ -73,18 +81,21 @@ def test_cpu_only_timeline_has_no_cuda_layers():
     assert result.rows["L/train"].python == pytest.approx(0.033)
 
 
-@pytest.mark.parametrize("name,activity,on_cpu,kind", [
-    ("aten::mm", "cpu_op", True, OP),
-    ("cudaLaunchKernel", "cuda_runtime", True, CUDA_API),
-    ("cuLaunchKernel", "cuda_driver", True, CUDA_API),
-    ("cudaMemcpyAsync", "cpu_op", True, CUDA_API),
-    ("cumulative_thing", "cpu_op", True, OP),
-    ("volta_sgemm_128x64_nn", "kernel", False, KERNEL),
-    ("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", False, KERNEL),
-    ("Optimizer.step#Adam.step", "user_annotation", True, None),
-    ("Learner 0/train", "cpu_op", True, SCOPE),
-    ("simulator", "cpu_op", True, SIM),
-])
+@pytest.mark.parametrize(
+    "name,activity,on_cpu,kind",
+    [
+        ("aten::mm", "cpu_op", True, OP),
+        ("cudaLaunchKernel", "cuda_runtime", True, CUDA_API),
+        ("cuLaunchKernel", "cuda_driver", True, CUDA_API),
+        ("cudaMemcpyAsync", "cpu_op", True, CUDA_API),
+        ("cumulative_thing", "cpu_op", True, OP),
+        ("volta_sgemm_128x64_nn", "kernel", False, KERNEL),
+        ("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", False, KERNEL),
+        ("Optimizer.step#Adam.step", "user_annotation", True, None),
+        ("Learner 0/train", "cpu_op", True, SCOPE),
+        ("simulator", "cpu_op", True, SIM),
+    ],
+)
 def test_classify(name, activity, on_cpu, kind):
     assert classify(name, activity, on_cpu, {"Learner 0/train"}, "simulator") == kind
 
@@ -106,9 +117,15 @@ def test_correction_charges_each_event_where_it_lands():
 
 
 def test_small_rows_fold_into_their_parents_deepest_first():
-    rows = {"L/train": RowTimes(python=1.0), "L/train/clip": RowTimes(python=0.5),
-            "L/train/a/b": RowTimes(backend=0.2), "L/prep": RowTimes(python=0.1), "L/save": RowTimes(python=0.3),
-            "L/big/x": RowTimes(python=2.0), "R/main_loop": RowTimes(python=0.01)}
+    rows = {
+        "L/train": RowTimes(python=1.0),
+        "L/train/clip": RowTimes(python=0.5),
+        "L/train/a/b": RowTimes(backend=0.2),
+        "L/prep": RowTimes(python=0.1),
+        "L/save": RowTimes(python=0.3),
+        "L/big/x": RowTimes(python=2.0),
+        "R/main_loop": RowTimes(python=0.01),
+    }
     folded = fold_small_rows(rows, min_s=0.6, keep=("R/main_loop",))
     assert set(folded) == {"L/train", "L/(other)", "L/big/x", "R/main_loop"}
     assert folded["L/train"].python == pytest.approx(1.5)
@@ -157,9 +174,19 @@ def test_env_burning_cpu_shows_up_as_simulator_time(tmp_path):
     accounted for, and the capture window is the run's own main loop."""
     import burn_env
 
-    flags = ["burn_env", "--env=burning_cartpole", "--train_for_env_steps=2048", "--device=cpu", "--num_workers=1",
-             "--num_envs_per_worker=4", "--rollout=16", "--batch_size=256", "--use_rnn=False",
-             f"--train_dir={tmp_path}", "--experiment=burn"]
+    flags = [
+        "burn_env",
+        "--env=burning_cartpole",
+        "--train_for_env_steps=2048",
+        "--device=cpu",
+        "--num_workers=1",
+        "--num_envs_per_worker=4",
+        "--rollout=16",
+        "--batch_size=256",
+        "--use_rnn=False",
+        f"--train_dir={tmp_path}",
+        "--experiment=burn",
+    ]
     assert main(["--skip_uninstrumented", "--", *flags]) == 0
     burned = burn_env.burned_s["burn"]
     exp = tmp_path / "burn"
@@ -182,8 +209,13 @@ def test_env_burning_cpu_shows_up_as_simulator_time(tmp_path):
 def test_cartpole_corrected_total_and_columns_within_5_percent_of_uninstrumented(tmp_path):
     """The acceptance check, in wall time less the main thread's wait for a core (the same as wall time on a quiet
     machine; on a shared one the neighbours move single runs by more than 5 %)."""
-    flags = ["--env=CartPole-v1", "--train_for_env_steps=40000", "--device=cpu", f"--train_dir={tmp_path}",
-             "--experiment=cartpole"]
+    flags = [
+        "--env=CartPole-v1",
+        "--train_for_env_steps=40000",
+        "--device=cpu",
+        f"--train_dir={tmp_path}",
+        "--experiment=cartpole",
+    ]
     assert main(["--", *flags]) == 0
     report = json.loads((tmp_path / "cartpole" / "profiling" / "breakdown.json").read_text())
     assert report["env_frames"] == report["uninstrumented_env_frames"]
@@ -195,4 +227,5 @@ def test_cartpole_corrected_total_and_columns_within_5_percent_of_uninstrumented
     assert report["corrected_s"] - waits[0] == pytest.approx(baseline, rel=0.05)
     assert report["columns_sum_s"] - waits[0] == pytest.approx(baseline, rel=0.05)
     assert report["corrected_vs_uninstrumented_less_core_wait"] == pytest.approx(
-        (report["corrected_s"] - waits[0]) / baseline - 1)
+        (report["corrected_s"] - waits[0]) / baseline - 1
+    )

@@ -1,12 +1,13 @@
 """The profiling section: flags and the `profiling:` YAML section give the same dataclass; bad values fail by flag."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from sf.cfg.arguments import parse_full_cfg
 from sf.cfg.errors import ConfigError
 from sf.profiling.config import GROUPS, ProfilingConfig
@@ -19,15 +20,33 @@ def parse(*flags):
 
 def test_flags_and_yaml_section_give_the_same_config(tmp_path):
     yaml_file = tmp_path / "p.yaml"
-    yaml_file.write_text("profiling:\n  backend: torch\n  worker_groups: [Learner, RolloutWorker]\n  steps: [3, 4]\n"
-                         "  output_dir: /tmp/out\n  options: {t: cuda, sample: none, flag: true}\n")
+    yaml_file.write_text(
+        "profiling:\n  backend: torch\n  worker_groups: [Learner, RolloutWorker]\n  steps: [3, 4]\n"
+        "  output_dir: /tmp/out\n  options: {t: cuda, sample: none, flag: true}\n"
+    )
     from_yaml = parse(f"--cfg={yaml_file}")
-    from_flags = parse("--profiling_backend=torch", "--profiling_worker_groups", "Learner", "RolloutWorker",
-                       "--profiling_steps", "3", "4", "--profiling_output_dir=/tmp/out",
-                       "--profiling_options", "t=cuda", "sample=none", "flag=true")
+    from_flags = parse(
+        "--profiling_backend=torch",
+        "--profiling_worker_groups",
+        "Learner",
+        "RolloutWorker",
+        "--profiling_steps",
+        "3",
+        "4",
+        "--profiling_output_dir=/tmp/out",
+        "--profiling_options",
+        "t=cuda",
+        "sample=none",
+        "flag=true",
+    )
     assert from_yaml == from_flags
-    assert from_flags == ProfilingConfig(backend="torch", worker_groups=("Learner", "RolloutWorker"), steps=(3, 4),
-                                         output_dir=Path("/tmp/out"), options={"t": "cuda", "sample": "none", "flag": "true"})
+    assert from_flags == ProfilingConfig(
+        backend="torch",
+        worker_groups=("Learner", "RolloutWorker"),
+        steps=(3, 4),
+        output_dir=Path("/tmp/out"),
+        options={"t": "cuda", "sample": "none", "flag": "true"},
+    )
     # the command line overrides the section, key by key
     assert parse(f"--cfg={yaml_file}", "--profiling_steps", "7").steps == (7,)
 
@@ -43,12 +62,18 @@ def test_defaults_all_and_the_master_switch(tmp_path):
     assert not parse(f"--cfg={disabled}").enabled
 
 
-@pytest.mark.parametrize("flags, flag", [
-    (["--profiling_backend=yappi", "--profiling_worker_groups", "Learners"], "--profiling_worker_groups"),
-    (["--profiling_backend=cprof"], "--profiling_backend"),
-    (["--profiling_backend=torch", "--profiling_worker_groups", "all", "--profiling_steps", "0"], "--profiling_steps"),
-    (["--profiling_options", "t"], "--profiling_options"),
-])
+@pytest.mark.parametrize(
+    "flags, flag",
+    [
+        (["--profiling_backend=yappi", "--profiling_worker_groups", "Learners"], "--profiling_worker_groups"),
+        (["--profiling_backend=cprof"], "--profiling_backend"),
+        (
+            ["--profiling_backend=torch", "--profiling_worker_groups", "all", "--profiling_steps", "0"],
+            "--profiling_steps",
+        ),
+        (["--profiling_options", "t"], "--profiling_options"),
+    ],
+)
 def test_bad_values_name_their_flag(flags, flag):
     with pytest.raises(ConfigError) as err:
         parse(*flags)
@@ -96,26 +121,47 @@ class Recorder:
 
 def test_gate_opens_each_window_once_with_warmup(tmp_path):
     Recorder.calls = []
-    gate = StepGate(ProfilingConfig(backend="torch", worker_groups=("Learner",), steps=(3, 4, 9), output_dir=tmp_path),
-                    "Learner_0", Recorder)
+    gate = StepGate(
+        ProfilingConfig(backend="torch", worker_groups=("Learner",), steps=(3, 4, 9), output_dir=tmp_path),
+        "Learner_0",
+        Recorder,
+    )
     gate.begin(1)
     for step in (1, 2, 2, 3, 4, 5, 6, 8, 9, 10, 11):
         gate.at_step(step)
     gate.end()
     assert Recorder.calls == [
-        ("open", "Learner_0.steps3-4", 1, 2), ("step", "Learner_0.steps3-4"), ("step", "Learner_0.steps3-4"),
+        ("open", "Learner_0.steps3-4", 1, 2),
+        ("step", "Learner_0.steps3-4"),
+        ("step", "Learner_0.steps3-4"),
         ("stop", "Learner_0.steps3-4"),
-        ("open", "Learner_0.step9", 1, 1), ("step", "Learner_0.step9"), ("stop", "Learner_0.step9"),
+        ("open", "Learner_0.step9", 1, 1),
+        ("step", "Learner_0.step9"),
+        ("stop", "Learner_0.step9"),
     ]
 
 
 def test_missing_profiler_binary_stops_before_anything_starts(tmp_path):
     bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists())
     env = dict(os.environ, PATH=bare_path)
-    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1",
-                             "--profiling_backend=nsight", "--profiling_worker_groups", "Learner",
-                             f"--train_dir={tmp_path}", "--experiment=nobin"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sf_examples.train_gym_env",
+            "--env=CartPole-v1",
+            "--profiling_backend=nsight",
+            "--profiling_worker_groups",
+            "Learner",
+            f"--train_dir={tmp_path}",
+            "--experiment=nobin",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     error = result.stderr.strip().splitlines()
     assert len(error) == 1 and "`nsys`" in error[0] and "--profiling_backend" in error[0], result.stderr

@@ -1,5 +1,6 @@
 """Every profiling command in the docs runs as written, with only the run shortened (flags appended at the end)
 and the GPU profilers replaced by the recording stub of test_profiling_external."""
+
 import os
 import re
 import shlex
@@ -8,15 +9,25 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from test_profiling_external import install_stub
 
-SHORT_RUN = ["--train_for_env_steps=1500", "--num_workers=2", "--num_envs_per_worker=2", "--batch_size=128",
-             "--use_rnn=False", "--encoder_mlp_layers", "16", "--decorrelate_envs_on_one_worker=False"]
+SHORT_RUN = [
+    "--train_for_env_steps=1500",
+    "--num_workers=2",
+    "--num_envs_per_worker=2",
+    "--batch_size=128",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "16",
+    "--decorrelate_envs_on_one_worker=False",
+]
 BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
-TOOLS = {"python": sys.executable, "pyinstrument": str(Path(sys.executable).parent / "pyinstrument"),
-         "py-spy": str(Path(sys.executable).parent / "py-spy")}
+TOOLS = {
+    "python": sys.executable,
+    "pyinstrument": str(Path(sys.executable).parent / "pyinstrument"),
+    "py-spy": str(Path(sys.executable).parent / "py-spy"),
+}
 
 
 def doc_commands(page: str) -> list[str]:
@@ -31,7 +42,9 @@ def runnable(command: str) -> list[str]:
     return tokens + SHORT_RUN if any("sf_examples" in token for token in tokens) else tokens
 
 
-COMMANDS = [(page, i, command) for page in ("profiling.md", "serial-mode.md") for i, command in enumerate(doc_commands(page))]
+COMMANDS = [
+    (page, i, command) for page in ("profiling.md", "serial-mode.md") for i, command in enumerate(doc_commands(page))
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +54,12 @@ def workspace(tmp_path_factory) -> tuple[Path, dict]:
     bin_dir = root / "bin"
     for binary in ("nsys", "rocprof-sys-python"):
         install_stub(bin_dir, binary, root / f"{binary}.jsonl")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     return root, env
 
 

@@ -1,6 +1,7 @@
 """The calibration slices: the factor on the Python side of events is what makes the priced events add up to what
 the profiler added, taken robustly over pairs, sized from the first slice's speed, and skipped where the events are
 too cheap to measure."""
+
 import pytest
 
 from sf.profiling.correction import Overhead
@@ -11,8 +12,14 @@ class FakeTraining:
     """Slices of a training at `fps` whose profiler adds the events' priced cost, with their Python side
     `true_scale` times dearer; `spoil` adds a burst of a neighbour's work to the given profiled slices."""
 
-    def __init__(self, fps: float, python_per_frame: float, backend_per_frame: float, true_scale: float,
-                 spoil: dict[int, float] | None = None):
+    def __init__(
+        self,
+        fps: float,
+        python_per_frame: float,
+        backend_per_frame: float,
+        true_scale: float,
+        spoil: dict[int, float] | None = None,
+    ):
         self.fps, self.python, self.backend, self.true_scale = fps, python_per_frame, backend_per_frame, true_scale
         self.spoil = spoil or {}
         self.calls: list[tuple[bool, int]] = []
@@ -38,8 +45,9 @@ def test_the_factor_is_what_the_profiler_added_beyond_the_price():
 
 
 def test_one_spoiled_pair_does_not_move_the_factor():
-    training = FakeTraining(fps=40_000, python_per_frame=4e-6, backend_per_frame=5e-6, true_scale=1.8,
-                            spoil={1: 0.5})  # a neighbour's half second lands in the second profiled slice
+    training = FakeTraining(
+        fps=40_000, python_per_frame=4e-6, backend_per_frame=5e-6, true_scale=1.8, spoil={1: 0.5}
+    )  # a neighbour's half second lands in the second profiled slice
     assert calibrate(training, total_frames=None, pairs=3).python_scale == pytest.approx(1.8)
 
 

@@ -1,5 +1,6 @@
 """Python profilers and torch.profiler on the selected processes of short CartPole runs: which files appear, and
 that each opens in its own reader with the functions of the profiled component in it."""
+
 import json
 import os
 import pstats
@@ -8,28 +9,53 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
-TINY = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "16", "--num_workers=2",
-        "--num_envs_per_worker=2", "--batch_size=128", "--rollout=32", "--device=cpu",
-        "--decorrelate_envs_on_one_worker=False"]
+TINY = [
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "16",
+    "--num_workers=2",
+    "--num_envs_per_worker=2",
+    "--batch_size=128",
+    "--rollout=32",
+    "--device=cpu",
+    "--decorrelate_envs_on_one_worker=False",
+]
 SERIAL = [*TINY, "--serial_mode=True"]
 
 
 def train(args: list[str], frames: int = 1500) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    result = subprocess.run([sys.executable, "-m", "sf_examples.train_gym_env", *args, f"--train_for_env_steps={frames}"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "sf_examples.train_gym_env", *args, f"--train_for_env_steps={frames}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
 def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
     # 16 envs per worker: stepping them, not waiting for actions, is most of a rollout worker's time
-    train([*TINY, "--num_envs_per_worker=16", "--batch_size=512", "--inference_placement=own_process",
-           f"--train_dir={tmp_path}", "--experiment=spy", "--profiling_backend=py_spy",
-           "--profiling_worker_groups", "RolloutWorker"], frames=100_000)
+    train(
+        [
+            *TINY,
+            "--num_envs_per_worker=16",
+            "--batch_size=512",
+            "--inference_placement=own_process",
+            f"--train_dir={tmp_path}",
+            "--experiment=spy",
+            "--profiling_backend=py_spy",
+            "--profiling_worker_groups",
+            "RolloutWorker",
+        ],
+        frames=100_000,
+    )
     out = tmp_path / "spy" / "profiling"
     outputs = sorted(p.name for p in out.iterdir() if not p.name.endswith(".log"))
     assert outputs == [f"RolloutWorker_w{w}.{ext}" for w in (0, 1) for ext in ("speedscope.json", "svg")]
@@ -43,12 +69,22 @@ def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
 
 
 def test_yappi_on_the_learner_names_its_training_functions(tmp_path):
-    train([*TINY, f"--train_dir={tmp_path}", "--experiment=yappi", "--profiling_backend=yappi",
-           "--profiling_worker_groups", "Learner"])
+    train(
+        [
+            *TINY,
+            f"--train_dir={tmp_path}",
+            "--experiment=yappi",
+            "--profiling_backend=yappi",
+            "--profiling_worker_groups",
+            "Learner",
+        ]
+    )
     out = tmp_path / "yappi" / "profiling"
     assert sorted(p.name for p in out.iterdir()) == ["Learner_0.pstat", "callgrind.out.Learner_0"]
     callgrind = (out / "callgrind.out.Learner_0").read_text()
-    functions = {line.split()[1] for line in callgrind.splitlines() if line.startswith("fn=(") and len(line.split()) > 1}
+    functions = {
+        line.split()[1] for line in callgrind.splitlines() if line.startswith("fn=(") and len(line.split()) > 1
+    }
     assert {"_on_train", "_train", "_losses"} <= {name.split(".")[-1] for name in functions}
     assert "desc: Clock: wall" in callgrind and "s process CPU" in callgrind
     stats = pstats.Stats(str(out / "Learner_0.pstat"))
@@ -56,8 +92,16 @@ def test_yappi_on_the_learner_names_its_training_functions(tmp_path):
 
 
 def test_cprofile_in_serial_mode_starts_with_the_loop(tmp_path):
-    train([*SERIAL, f"--train_dir={tmp_path}", "--experiment=cprof", "--profiling_backend=cprofile",
-           "--profiling_worker_groups", "Learner"])
+    train(
+        [
+            *SERIAL,
+            f"--train_dir={tmp_path}",
+            "--experiment=cprof",
+            "--profiling_backend=cprofile",
+            "--profiling_worker_groups",
+            "Learner",
+        ]
+    )
     stats = pstats.Stats(str(tmp_path / "cprof" / "profiling" / "serial.prof"))
     names = {func[2] for func in stats.stats}
     assert {"_on_train", "step", "forward"} <= names
@@ -65,8 +109,16 @@ def test_cprofile_in_serial_mode_starts_with_the_loop(tmp_path):
 
 
 def test_pyinstrument_writes_html_and_speedscope(tmp_path):
-    train([*SERIAL, f"--train_dir={tmp_path}", "--experiment=pyi", "--profiling_backend=pyinstrument",
-           "--profiling_worker_groups", "all"])
+    train(
+        [
+            *SERIAL,
+            f"--train_dir={tmp_path}",
+            "--experiment=pyi",
+            "--profiling_backend=pyinstrument",
+            "--profiling_worker_groups",
+            "all",
+        ]
+    )
     out = tmp_path / "pyi" / "profiling"
     assert sorted(p.name for p in out.iterdir()) == ["serial.html", "serial.speedscope.json"]
     speedscope = json.loads((out / "serial.speedscope.json").read_text())
@@ -75,12 +127,24 @@ def test_pyinstrument_writes_html_and_speedscope(tmp_path):
 
 
 def test_torch_window_records_the_chosen_iterations_with_timing_ranges(tmp_path):
-    train([*SERIAL, f"--train_dir={tmp_path}", "--experiment=torch", "--profiling_backend=torch",
-           "--profiling_worker_groups", "Learner", "--profiling_steps", "3", "4"])
+    train(
+        [
+            *SERIAL,
+            f"--train_dir={tmp_path}",
+            "--experiment=torch",
+            "--profiling_backend=torch",
+            "--profiling_worker_groups",
+            "Learner",
+            "--profiling_steps",
+            "3",
+            "4",
+        ]
+    )
     out = tmp_path / "torch" / "profiling"
     trace = json.loads((out / "serial.steps3-4.pt.trace.json").read_text())
-    assert (out / "tensorboard" / "serial.steps3-4.pt.trace.json").read_bytes() == \
-        (out / "serial.steps3-4.pt.trace.json").read_bytes()
+    assert (out / "tensorboard" / "serial.steps3-4.pt.trace.json").read_bytes() == (
+        out / "serial.steps3-4.pt.trace.json"
+    ).read_bytes()
     names = [event.get("name", "") for event in trace["traceEvents"]]
     # two learner iterations recorded: each is one train scope with its update inside, plus torch's ops under them
     assert names.count("learner/train") == 2 and names.count("learner/prepare_batch") == 2
@@ -98,10 +162,26 @@ def test_backend_none_creates_no_folder(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_output_is_complete_after_a_signal(tmp_path, sig):
     """Stop a long parallel run by signal once the learner's profiler is running; its file must still load."""
-    cmd = [sys.executable, "-m", "sf_examples.train_gym_env", *TINY, f"--train_dir={tmp_path}", "--experiment=sig",
-           "--profiling_backend=cprofile", "--profiling_worker_groups", "Learner", "--train_for_env_steps=100000000"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "sf_examples.train_gym_env",
+        *TINY,
+        f"--train_dir={tmp_path}",
+        "--experiment=sig",
+        "--profiling_backend=cprofile",
+        "--profiling_worker_groups",
+        "Learner",
+        "--train_for_env_steps=100000000",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         for line in proc.stdout:
             if "Fps is" in line and "Total num frames: 0." not in line:  # training is under way

@@ -1,4 +1,5 @@
 """Ranges on Timing scopes: named `<group>/<key path>`, seen by torch.profiler, gone without a trace when removed."""
+
 from torch.profiler import ProfilerActivity, profile
 
 from sf.profiling.ranges import ScopeRanges, range_name
@@ -48,8 +49,10 @@ def test_a_window_closing_inside_a_scope_leaves_ranges_balanced():
 
 def test_removing_restores_the_plain_scope_methods():
     """Outside a window the scopes run the very functions they run without profiling: no added cost at all."""
-    plain = {cls: (cls.__dict__.get("__enter__"), cls.__dict__["__exit__"])
-             for cls in (timing_module._Node, timing_module._LastNode, timing_module._AverageNode)}
+    plain = {
+        cls: (cls.__dict__.get("__enter__"), cls.__dict__["__exit__"])
+        for cls in (timing_module._Node, timing_module._LastNode, timing_module._AverageNode)
+    }
     ranges = ScopeRanges()
     ranges.install()
     assert timing_module._Node.__dict__["__exit__"] is not plain[timing_module._Node][1]

@@ -1,4 +1,5 @@
 """Resources of a process as profile.json reports them, checked against the operating system's own figures."""
+
 import mmap
 import os
 import time
@@ -46,11 +47,18 @@ def test_no_gpu_meter_on_cpu():
 
 
 def test_header_line():
-    res = {"wall_s": 120.34, "cpu_user_s": 80.0, "cpu_system_s": 5.1, "peak_rss_bytes": int(1.2 * 2**30),
-           "gpu_peak_mem_bytes": None, "gpu_busy_s": None}
+    res = {
+        "wall_s": 120.34,
+        "cpu_user_s": 80.0,
+        "cpu_system_s": 5.1,
+        "peak_rss_bytes": int(1.2 * 2**30),
+        "gpu_peak_mem_bytes": None,
+        "gpu_busy_s": None,
+    }
     activity = {"lifetime_s": 100.0, "work_s": 61.0, "wait_s": 37.0, "overhead_s": 2.0, "waits": {"wait_batch": 37.0}}
     assert resources.header("Learner 0", res) == "Learner 0: cpu 85.1 s of 120.3 s, rss 1.2 GiB"
     assert resources.header("Learner 0", res, activity).endswith("; work 61 %, wait 37 %, loop 2 %")
     gpu = dict(res, gpu_peak_mem_bytes=3 * 2**30, gpu_busy_s=40.04)
-    assert resources.header("Learner 0", gpu) == ("Learner 0: cpu 85.1 s of 120.3 s, rss 1.2 GiB, "
-                                                  "gpu memory 3.0 GiB, gpu busy 40.0 s")
+    assert resources.header("Learner 0", gpu) == (
+        "Learner 0: cpu 85.1 s of 120.3 s, rss 1.2 GiB, gpu memory 3.0 GiB, gpu busy 40.0 s"
+    )

@@ -1,16 +1,28 @@
 """One timeline of the whole run: a track per component, slices named after Timing keys, messages as flows."""
+
 import json
 
 import pytest
-
 from conftest import run_sf
+
 from sf.profiling import timeline
 from sf.utils import timing as timing_module
 from sf.utils.timing import Timing
 
-FAST = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2",
-        "--num_envs_per_worker=4", "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600",
-        "--profiling_timeline=True"]
+FAST = [
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+    "--profiling_timeline=True",
+]
 
 
 def _tree_has(tree: dict, path: str) -> bool:
@@ -53,16 +65,33 @@ def _check_timeline(exp, one_process: bool) -> dict:
 
 def test_parallel_timeline_has_a_track_per_component_and_flows(tmp_path):
     # inference in processes of its own: the flows between rollout and inference workers cross processes
-    result = run_sf([*FAST, "--train_for_env_steps=4000", "--experiment=tl", f"--train_dir={tmp_path}",
-                     "--inference_placement=own_process"], timeout=240)
+    result = run_sf(
+        [
+            *FAST,
+            "--train_for_env_steps=4000",
+            "--experiment=tl",
+            f"--train_dir={tmp_path}",
+            "--inference_placement=own_process",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     trace = _check_timeline(tmp_path / "tl", one_process=False)
     assert trace["otherData"]["clock"] == timeline.SHARED_CLOCK
 
 
 def test_serial_timeline_splits_the_one_process_by_component(tmp_path):
-    result = run_sf([*FAST, "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=2000", "--experiment=tls",
-                     f"--train_dir={tmp_path}"], timeout=240)
+    result = run_sf(
+        [
+            *FAST,
+            "--serial_mode=True",
+            "--async_rl=False",
+            "--train_for_env_steps=2000",
+            "--experiment=tls",
+            f"--train_dir={tmp_path}",
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     _check_timeline(tmp_path / "tls", one_process=True)
 
@@ -84,11 +113,21 @@ def test_recorder_installs_and_removes_its_hook():
 
 def test_parts_on_other_clocks_are_aligned_by_their_wall_offsets():
     # two processes whose perf_counter origins differ by 1000 s; the same wall instant must get the same ts
-    a = {"pid": 10, "clock": "other", "wall_offset_s": 5000.0,
-         "rows": [("X", "Learner 0", "train", 1.0, 1.5), ("s", "Learner 0", 7, 1.2, "learner_version")]}
-    b = {"pid": 11, "clock": "other", "wall_offset_s": 4000.0,
-         "rows": [("H", "Batcher 0", "learner_version", 1001.2005, 1001.3),
-                  ("f", "Batcher 0", 7, 1001.2005, "learner_version")]}
+    a = {
+        "pid": 10,
+        "clock": "other",
+        "wall_offset_s": 5000.0,
+        "rows": [("X", "Learner 0", "train", 1.0, 1.5), ("s", "Learner 0", 7, 1.2, "learner_version")],
+    }
+    b = {
+        "pid": 11,
+        "clock": "other",
+        "wall_offset_s": 4000.0,
+        "rows": [
+            ("H", "Batcher 0", "learner_version", 1001.2005, 1001.3),
+            ("f", "Batcher 0", 7, 1001.2005, "learner_version"),
+        ],
+    }
     trace = timeline.chrome_trace([a, b])
     by_phase = {e["ph"]: e for e in trace["traceEvents"] if e["ph"] in ("s", "f")}
     assert by_phase["f"]["ts"] - by_phase["s"]["ts"] == pytest.approx(500.0)  # microseconds

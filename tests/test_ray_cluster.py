@@ -1,5 +1,6 @@
 """--backend=ray on a two-node cluster simulated on this machine (a head node and a second node with its own
 resources and object store, both on the loopback interface), started once for the module."""
+
 import json
 import os
 import signal
@@ -16,15 +17,28 @@ from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids  
 
 STORE_BYTES = 150 * 1024**2
 SECOND = "sf_test_node2"  # custom resource of the second node: pins rollout workers there
-LAYOUT = ["--use_rnn=False", "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4",
-          "--batch_size=256", "--rollout=32", "--seed=1", "--save_every_sec=3600"]
+LAYOUT = [
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+]
 FAST = [*LAYOUT, "--backend=ray", f"--ray_worker_groups={SECOND}:2"]
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = ray_cluster_utils.Cluster(initialize_head=True, connect=False, head_node_args=dict(
-        num_cpus=1, object_store_memory=STORE_BYTES, include_dashboard=False))
+    c = ray_cluster_utils.Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args=dict(num_cpus=1, object_store_memory=STORE_BYTES, include_dashboard=False),
+    )
     second = c.add_node(num_cpus=1, resources={SECOND: 4}, object_store_memory=STORE_BYTES)
     try:
         c.wait_for_nodes()
@@ -52,8 +66,17 @@ def _slot_bytes() -> int:
 
 def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, shm_before):
     c, head, second = cluster
-    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=12000", "--experiment=two",
-                     f"--train_dir={tmp_path}", f"--ray_address={c.address}"], timeout=300)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--train_for_env_steps=12000",
+            "--experiment=two",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+        ],
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     summary = _json(tmp_path / "two" / "summary.json")
     profile = _json(tmp_path / "two" / "profile.json")
@@ -82,11 +105,25 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
 
 def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train_for: int):
     c, _, _ = cluster
-    proc = subprocess.Popen([sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST, *extra,
-                             f"--train_for_env_steps={train_for}", f"--experiment={experiment}",
-                             f"--train_dir={tmp_path}", f"--ray_address={c.address}"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sf_examples.train_gym_env",
+            "--env=CartPole-v1",
+            *FAST,
+            *extra,
+            f"--train_for_env_steps={train_for}",
+            f"--experiment={experiment}",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     lines: list[str] = []
     try:
         read_until(proc, r"Total num frames: [1-9]", lines)
@@ -109,7 +146,7 @@ def test_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
     summary = _json(tmp_path / "kill" / "summary.json")
     _, _, second = cluster
     assert summary["status"] == "error"
-    assert summary["error"].startswith(f"NodeAgent_1 on node ") and second[:8] in summary["error"]
+    assert summary["error"].startswith("NodeAgent_1 on node ") and second[:8] in summary["error"]
     assert "Learner 0 profile tree view:" in out
     assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
@@ -134,9 +171,21 @@ def test_lost_agent_is_restarted_and_the_run_finishes(cluster, tmp_path, shm_bef
 def test_cartpole_learns_with_every_rollout_worker_on_the_second_node(cluster, tmp_path):
     """The parallel CartPole acceptance command and bar (tests/test_parallel_run.py), workers on the second node."""
     c, _, second = cluster
-    result = run_sf(["--env=CartPole-v1", "--num_workers=2", "--num_envs_per_worker=8", "--train_for_env_steps=300000",
-                     "--seed=1", "--experiment=learn", f"--train_dir={tmp_path}", "--backend=ray",
-                     f"--ray_worker_groups={SECOND}:2", f"--ray_address={c.address}"], timeout=900)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            "--num_workers=2",
+            "--num_envs_per_worker=8",
+            "--train_for_env_steps=300000",
+            "--seed=1",
+            "--experiment=learn",
+            f"--train_dir={tmp_path}",
+            "--backend=ray",
+            f"--ray_worker_groups={SECOND}:2",
+            f"--ray_address={c.address}",
+        ],
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     assert _json(tmp_path / "learn" / "summary.json")["avg_episode_reward"]["0"] >= 450
     profile = _json(tmp_path / "learn" / "profile.json")
@@ -146,9 +195,21 @@ def test_cartpole_learns_with_every_rollout_worker_on_the_second_node(cluster, t
 @pytest.mark.slow
 def test_profiler_outputs_and_timeline_of_remote_processes_reach_the_driver(cluster, tmp_path):
     c, _, _ = cluster
-    result = run_sf(["--env=CartPole-v1", *FAST, "--train_for_env_steps=6000", "--experiment=prof",
-                     f"--train_dir={tmp_path}", f"--ray_address={c.address}", "--profiling_backend=cprofile",
-                     "--profiling_worker_groups", "RolloutWorker", "--profiling_timeline=True"], timeout=300)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--train_for_env_steps=6000",
+            "--experiment=prof",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+            "--profiling_backend=cprofile",
+            "--profiling_worker_groups",
+            "RolloutWorker",
+            "--profiling_timeline=True",
+        ],
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     folder = tmp_path / "prof" / "profiling"
     for worker in ("RolloutWorker_w0", "RolloutWorker_w1"):
@@ -162,8 +223,18 @@ def test_profiler_outputs_and_timeline_of_remote_processes_reach_the_driver(clus
 def test_sync_mode_trains_on_current_policy_only_across_nodes(cluster, tmp_path):
     """A node tells its workers of a new version only once it runs that version's weights."""
     c, _, _ = cluster
-    result = run_sf(["--env=CartPole-v1", *FAST, "--async_rl=False", "--train_for_env_steps=6000", "--experiment=sync",
-                     f"--train_dir={tmp_path}", f"--ray_address={c.address}"], timeout=300)
+    result = run_sf(
+        [
+            "--env=CartPole-v1",
+            *FAST,
+            "--async_rl=False",
+            "--train_for_env_steps=6000",
+            "--experiment=sync",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+        ],
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     summary = _json(tmp_path / "sync" / "summary.json")
     assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0

@@ -1,14 +1,25 @@
 """A short serial run as a user starts it: the files it leaves and the profile trees it prints."""
+
 import json
 import re
 
 import pytest
-
 from conftest import read_scalars, run_sf
 
-COMMON = ["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--use_rnn=False",
-          "--encoder_mlp_layers", "32", "32", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256",
-          "--rollout=32", "--seed=1"]
+COMMON = [
+    "--env=CartPole-v1",
+    "--serial_mode=True",
+    "--async_rl=False",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+]
 
 
 def _read(exp_dir, name):
@@ -23,8 +34,10 @@ def test_serial_run_leaves_contract_files_and_prints_trees(tmp_path):
     assert re.search(r"Collected \{0: \d+\}, FPS: [\d.]+$", lines[-1]), lines[-1]
     for name in ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "RolloutWorker_w1", "Runner"):
         assert f"{name} profile tree view:" in result.stdout
-    order = [result.stdout.index(f"{n} profile tree view:") for n in
-             ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "Runner")]
+    order = [
+        result.stdout.index(f"{n} profile tree view:")
+        for n in ("Batcher 0", "InferenceWorker_p0-w0", "Learner 0", "RolloutWorker_w0", "Runner")
+    ]
     assert order == sorted(order)
     assert "main_loop:" in result.stdout and "env_step:" in result.stdout and "forward:" in result.stdout
     assert re.search(r"learner and inference on (cpu|cuda \(.+\))$", result.stdout, re.M)
@@ -67,14 +80,25 @@ def test_unknown_flag_fails_before_anything_starts(tmp_path):
 
 
 def test_missing_env_is_a_clear_error(tmp_path):
-    result = run_sf(["--env=NoSuchEnv-v0", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=noenv"], timeout=60)
+    result = run_sf(
+        ["--env=NoSuchEnv-v0", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=noenv"], timeout=60
+    )
     assert result.returncode != 0
     assert "NoSuchEnv-v0" in result.stdout + result.stderr
 
 
 def test_kl_penalty_and_symmetric_kl_exploration_reach_the_loss(tmp_path):
-    result = run_sf([*COMMON, "--train_for_env_steps=3000", "--experiment=kl", f"--train_dir={tmp_path}",
-                     "--kl_loss_coeff=0.5", "--exploration_loss=symmetric_kl", "--num_epochs=2"])
+    result = run_sf(
+        [
+            *COMMON,
+            "--train_for_env_steps=3000",
+            "--experiment=kl",
+            f"--train_dir={tmp_path}",
+            "--kl_loss_coeff=0.5",
+            "--exploration_loss=symmetric_kl",
+            "--num_epochs=2",
+        ]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     scalars = read_scalars(tmp_path / "kl")
     assert max(scalars["train/kl_loss"]) > 0
@@ -83,8 +107,16 @@ def test_kl_penalty_and_symmetric_kl_exploration_reach_the_loss(tmp_path):
 
 
 def test_symmetric_kl_on_continuous_actions_is_a_clear_error(tmp_path):
-    result = run_sf(["--env=Pendulum-v1", "--serial_mode=True", "--exploration_loss=symmetric_kl",
-                     f"--train_dir={tmp_path}", "--experiment=skl"], timeout=60)
+    result = run_sf(
+        [
+            "--env=Pendulum-v1",
+            "--serial_mode=True",
+            "--exploration_loss=symmetric_kl",
+            f"--train_dir={tmp_path}",
+            "--experiment=skl",
+        ],
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("sf: error: --exploration_loss=symmetric_kl") and "continuous" in result.stderr
     assert not (tmp_path / "skl").exists()
@@ -96,8 +128,18 @@ def test_cartpole_serial_learns():
     import tempfile
 
     with tempfile.TemporaryDirectory() as train_dir:
-        result = run_sf(["--env=CartPole-v1", "--serial_mode=True", "--async_rl=False", "--train_for_env_steps=200000",
-                         "--experiment=cp", "--seed=1", f"--train_dir={train_dir}"], timeout=900)
+        result = run_sf(
+            [
+                "--env=CartPole-v1",
+                "--serial_mode=True",
+                "--async_rl=False",
+                "--train_for_env_steps=200000",
+                "--experiment=cp",
+                "--seed=1",
+                f"--train_dir={train_dir}",
+            ],
+            timeout=900,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         summary = json.loads(open(f"{train_dir}/cp/summary.json").read())
         assert summary["avg_episode_reward"]["0"] >= 450, summary

@@ -46,14 +46,16 @@ def test_tree_string_puts_leaves_of_a_level_on_one_line_before_inner_nodes(clock
     timing = build_example(clock)
     with timing.add_time("f"):
         clock.advance(0.002)
-    expected = "\n".join([
-        "T tree view:",
-        "e: 0.0010, f: 0.0020",
-        "a: 0.0500",
-        "  b: 0.0100",
-        "  c: 0.0300",
-        "    d: 0.0200",
-    ])
+    expected = "\n".join(
+        [
+            "T tree view:",
+            "e: 0.0010, f: 0.0020",
+            "a: 0.0500",
+            "  b: 0.0100",
+            "  c: 0.0300",
+            "    d: 0.0200",
+        ]
+    )
     assert timing.tree_str() == expected
     assert str(timing) == expected
 
@@ -136,8 +138,10 @@ def test_scope_hooks_see_paths_and_are_removed(clock) -> None:
 
     timing = Timing("Learner 0")
     events: list[tuple[str, str, str]] = []
-    hook = ScopeHook(lambda n: events.append(("enter", n.timing.name, n.path)),
-                     lambda n: events.append(("exit", n.timing.name, n.path)))
+    hook = ScopeHook(
+        lambda n: events.append(("enter", n.timing.name, n.path)),
+        lambda n: events.append(("exit", n.timing.name, n.path)),
+    )
     add_scope_hook(hook)
     try:
         with timing.add_time("train"):
@@ -149,8 +153,13 @@ def test_scope_hooks_see_paths_and_are_removed(clock) -> None:
         remove_scope_hook(hook)
     with timing.add_time("train"):
         clock.advance(1.0)
-    assert events == [("enter", "Learner 0", "train"), ("enter", "Learner 0", "train/update"),
-                      ("exit", "Learner 0", "train/update"), ("enter", "Learner 0", "train/clip"),
-                      ("exit", "Learner 0", "train/clip"), ("exit", "Learner 0", "train")]
+    assert events == [
+        ("enter", "Learner 0", "train"),
+        ("enter", "Learner 0", "train/update"),
+        ("exit", "Learner 0", "train/update"),
+        ("enter", "Learner 0", "train/clip"),
+        ("exit", "Learner 0", "train/clip"),
+        ("exit", "Learner 0", "train"),
+    ]
     assert timing.get("train/update") == 0.5
     assert timing.get("train") == 1.5

@@ -1,4 +1,5 @@
 """The VizDoom entry points as a user runs them: the profiling guide's benchmark command, and enjoy with a video."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import re
 import shlex
 
 import pytest
-
 from conftest import run_sf
 
 pytest.importorskip("vizdoom")
@@ -22,11 +22,12 @@ ENJOY = "sf_examples.vizdoom.enjoy_vizdoom"
 
 # Verbatim from Sample Factory's profiling guide (/work/shared/reference/000_3c51d1bfb0919e90.txt), including
 # its repeated --policy_workers_per_policy.
-REFERENCE_COMMAND = """python -m sf_examples.vizdoom.train_vizdoom --env=doom_benchmark --env_frameskip=4 --train_for_env_steps=4000000 \
---use_rnn=True --num_workers=12 --num_envs_per_worker=16 --num_policies=1 --num_epochs=1 --rollout=32 --recurrence=32 \
---batch_size=2048 --experiment=profiling --benchmark=True --decorrelate_envs_on_one_worker=False --res_w=128 --res_h=72 \
---wide_aspect_ratio=True --policy_workers_per_policy=1 --worker_num_splits=2 --batched_sampling=False \
---serial_mode=False --async_rl=True --policy_workers_per_policy=1"""
+REFERENCE_COMMAND = """python -m sf_examples.vizdoom.train_vizdoom --env=doom_benchmark --env_frameskip=4 \
+--train_for_env_steps=4000000 --use_rnn=True --num_workers=12 --num_envs_per_worker=16 --num_policies=1 \
+--num_epochs=1 --rollout=32 --recurrence=32 --batch_size=2048 --experiment=profiling --benchmark=True \
+--decorrelate_envs_on_one_worker=False --res_w=128 --res_h=72 --wide_aspect_ratio=True \
+--policy_workers_per_policy=1 --worker_num_splits=2 --batched_sampling=False --serial_mode=False --async_rl=True \
+--policy_workers_per_policy=1"""
 REFERENCE_FLAGS = shlex.split(REFERENCE_COMMAND)[3:]
 # Sized for a 2-core CI machine; given after the reference flags, so these values win.
 SMALL = ["--train_for_env_steps=2048", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256"]
@@ -78,16 +79,40 @@ def test_reference_command_runs_to_the_end_and_prints_every_profile(tmp_path):
 def test_enjoy_plays_an_episode_and_writes_a_video(tmp_path):
     """Trained at frameskip 5 (enjoy reads it from config.json): the video runs at 35 / 5 = 7 fps, game speed."""
     frameskip = 5
-    train = run_sf(["--env=doom_basic", f"--env_frameskip={frameskip}", "--serial_mode=True", "--num_workers=1", "--num_envs_per_worker=2",
-                    "--rollout=16", "--batch_size=64", "--train_for_env_steps=256", "--seed=1", "--experiment=enjoy",
-                    f"--train_dir={tmp_path}"], module=TRAIN, timeout=120)
+    train = run_sf(
+        [
+            "--env=doom_basic",
+            f"--env_frameskip={frameskip}",
+            "--serial_mode=True",
+            "--num_workers=1",
+            "--num_envs_per_worker=2",
+            "--rollout=16",
+            "--batch_size=64",
+            "--train_for_env_steps=256",
+            "--seed=1",
+            "--experiment=enjoy",
+            f"--train_dir={tmp_path}",
+        ],
+        module=TRAIN,
+        timeout=120,
+    )
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     assert list((tmp_path / "enjoy" / "checkpoint_p0").glob("checkpoint_*.pth"))
 
     video = tmp_path / "enjoy" / "replay.mp4"
     assert not video.exists()
-    enjoy = run_sf(["--env=doom_basic", "--experiment=enjoy", f"--train_dir={tmp_path}", "--save_video",
-                    "--max_num_episodes=1", "--seed=3"], module=ENJOY, timeout=120)
+    enjoy = run_sf(
+        [
+            "--env=doom_basic",
+            "--experiment=enjoy",
+            f"--train_dir={tmp_path}",
+            "--save_video",
+            "--max_num_episodes=1",
+            "--seed=3",
+        ],
+        module=ENJOY,
+        timeout=120,
+    )
     output = enjoy.stdout + enjoy.stderr
     assert enjoy.returncode == 0, output[-3000:]
     assert re.search(r"Avg episode reward: -?[\d.]+ over 1 episodes", output), output[-3000:]

@@ -6,6 +6,7 @@ with the exact probabilities (r_i - min(min(r), 0)) / sum. scipy is not a depend
 the Wilson-Hilferty approximation of the chi-square quantile, accurate to well under 1 % for these degrees of freedom;
 alpha = 1e-3 per sampler keeps the chance of any false failure under 0.5 %.
 """
+
 import math
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Learning-rate schedules selected by `--lr_schedule` (Sample Factory's names and semantics)."""
+
 from __future__ import annotations
 
 SCHEDULES = ("constant", "linear_decay", "kl_adaptive_minibatch", "kl_adaptive_epoch")

@@ -11,6 +11,7 @@ valid samples, c = --ppo_clip_ratio, c_v = --ppo_clip_value, and every mean take
     kl_loss          = kl_loss_coeff * mean(KL(pi || mu))     (exact, from the behaviour policy's stored logits)
     total_loss       = policy_loss + value_loss + exploration_loss + kl_loss
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """Running mean and variance of a stream of batches, kept as module buffers so they travel with checkpoints
 and with the weights the learner publishes to inference workers.
 """
+
 from __future__ import annotations
 
 import torch

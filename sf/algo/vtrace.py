@@ -1,12 +1,20 @@
 """V-trace off-policy targets (Espeholt et al., 2018, "IMPALA"), vectorized over trajectories."""
+
 from __future__ import annotations
 
 import torch
 
 
 @torch.no_grad()
-def compute_vtrace(rewards: torch.Tensor, dones: torch.Tensor, values: torch.Tensor, log_rhos: torch.Tensor,
-                   gamma: float, rho_bar: float, c_bar: float) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_vtrace(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    values: torch.Tensor,
+    log_rhos: torch.Tensor,
+    gamma: float,
+    rho_bar: float,
+    c_bar: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Value targets vs [N, T] and policy-gradient advantages [N, T].
 
     values: [N, T+1] estimates of the current policy (the last column bootstraps); log_rhos: [N, T]

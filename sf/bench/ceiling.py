@@ -5,6 +5,7 @@ thread, the same pinning), creates its `--num_envs_per_worker` envs, and after a
 them round robin for a fixed time. No network, no inference, no learner: the FPS a framework could reach if
 its own cost were zero. In serial mode the layout is one process stepping every env.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -82,8 +83,12 @@ def measure_ceiling(cfg, family: Family, seconds: float) -> CeilingResult:
     procs = []
     try:
         for index in range(processes):
-            proc = ctx.Process(target=_step_envs, args=(cfg, family, index, envs_each, seconds, go, results),
-                               name=f"ceiling_w{index}", daemon=True)
+            proc = ctx.Process(
+                target=_step_envs,
+                args=(cfg, family, index, envs_each, seconds, go, results),
+                name=f"ceiling_w{index}",
+                daemon=True,
+            )
             with thread_limits(cfg.force_envs_single_thread):
                 proc.start()
             procs.append(proc)
@@ -111,8 +116,10 @@ def _collect(results, procs: list, kind: str, timeout: float) -> list[tuple]:
         except queue.Empty:
             dead = [p.name for p in procs if p.exitcode not in (None, 0)]
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"simulator ceiling: {', '.join(dead) or 'a worker'} "
-                                   f"{'failed' if dead else 'timed out'} before it was {kind}")
+                raise RuntimeError(
+                    f"simulator ceiling: {', '.join(dead) or 'a worker'} "
+                    f"{'failed' if dead else 'timed out'} before it was {kind}"
+                ) from None
             continue
         if message[0] == kind:
             got.append(message[1:])

@@ -2,6 +2,7 @@
 
 A bad flag or an env that cannot be created stops here with one line and exit status 2, before any process starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,10 @@ def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
 
 def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
     tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log, started=started)
-    log(f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "
-        f"{tuner.limits.cpus} CPUs")
+    log(
+        f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "
+        f"{tuner.limits.cpus} CPUs"
+    )
     result = tuner.run()
     log("")
     log(format_trials(result))
@@ -87,8 +90,10 @@ def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse
         return 1
     defaults = result.trials[0]
     gain = result.best.fps / defaults.fps - 1 if defaults.fps > 0 else float("inf")
-    log(f"best layout: {result.best.layout.describe()}: {result.best.fps:,.0f} FPS "
-        f"({gain:+.0%} over the given layout's {defaults.fps:,.0f}) after {result.elapsed_s:.0f} s")
+    log(
+        f"best layout: {result.best.layout.describe()}: {result.best.fps:,.0f} FPS "
+        f"({gain:+.0%} over the given layout's {defaults.fps:,.0f}) after {result.elapsed_s:.0f} s"
+    )
     if result.best is defaults:
         log("the given layout stays: no trial beat it by more than the run-to-run noise")
     log(f"stopped: {result.note}")

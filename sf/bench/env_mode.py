@@ -6,6 +6,7 @@ both in benchmark mode. Each FPS is set against the ceiling, and the profile rep
 bottleneck. Everything lands in `<train_dir>/<experiment>/`: `benchmark.json`, `benchmark.png`, and the two runs'
 own experiment folders `sampling/` and `training/`.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,30 +52,54 @@ class EnvBenchmark:
 
 
 def layout_of(cfg) -> dict:
-    keys = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
-            "inference_placement", "batched_sampling", "serial_mode", "async_rl")
+    keys = (
+        "num_workers",
+        "num_envs_per_worker",
+        "worker_num_splits",
+        "policy_workers_per_policy",
+        "inference_placement",
+        "batched_sampling",
+        "serial_mode",
+        "async_rl",
+    )
     return {key: getattr(cfg, key) for key in keys}
 
 
-def run_phase(name: str, family: Family, flags: list[str], bench_dir: Path, phase_s: float,
-              stop_given: bool) -> RunResult:
+def run_phase(
+    name: str, family: Family, flags: list[str], bench_dir: Path, phase_s: float, stop_given: bool
+) -> RunResult:
     """The sampling or training phase: the user's command, stopped `phase_s` after its first frames unless the
     command names its own stop."""
     extra = ["--sampling_only=True"] if name == "sampling" else []
     measure_s = None if stop_given else phase_s
-    return run_training(family.train_module, [*flags, *extra], bench_dir, name, measure_s=measure_s,
-                        deadline=None if stop_given else time.monotonic() + phase_s + STARTUP_LIMIT_S)
+    return run_training(
+        family.train_module,
+        [*flags, *extra],
+        bench_dir,
+        name,
+        measure_s=measure_s,
+        deadline=None if stop_given else time.monotonic() + phase_s + STARTUP_LIMIT_S,
+    )
 
 
-def run_env_benchmark(cfg, family: Family, flags: list[str], bench_dir: Path, phase_s: float,
-                      log=print) -> EnvBenchmark:
+def run_env_benchmark(
+    cfg, family: Family, flags: list[str], bench_dir: Path, phase_s: float, log=print
+) -> EnvBenchmark:
     """The three phases of one layout; `flags` are the user's training flags, `cfg` what they resolve to."""
     stop_given = bool({"train_for_env_steps", "train_for_seconds"} & set(cfg.cli_args))
-    result = EnvBenchmark(env=cfg.env, layout=layout_of(cfg), device=cfg.device, phase_s=phase_s,
-                          cpus=os.cpu_count() or 1,
-                          date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_avg_start=os.getloadavg()[0])
-    log(f"simulator ceiling: {result.layout['num_workers']} x {result.layout['num_envs_per_worker']} envs, "
-        f"random actions, {phase_s:.0f} s ...")
+    result = EnvBenchmark(
+        env=cfg.env,
+        layout=layout_of(cfg),
+        device=cfg.device,
+        phase_s=phase_s,
+        cpus=os.cpu_count() or 1,
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        load_avg_start=os.getloadavg()[0],
+    )
+    log(
+        f"simulator ceiling: {result.layout['num_workers']} x {result.layout['num_envs_per_worker']} envs, "
+        f"random actions, {phase_s:.0f} s ..."
+    )
     ceiling = measure_ceiling(cfg, family, phase_s)
     result.phases.append(Phase("ceiling", ceiling.fps, None, 1.0, None, "ok"))
     for name in ("sampling", "training"):
@@ -85,9 +110,17 @@ def run_env_benchmark(cfg, family: Family, flags: list[str], bench_dir: Path, ph
         if placement is not None:
             result.layout["inference_placement"] = placement
         fps = run.best_fps if run.ok else 0.0
-        result.phases.append(Phase(name, fps, run.fps if run.ok else None,
-                                   fps / ceiling.fps if ceiling.fps > 0 else None, verdict,
-                                   "ok" if run.ok else run.status,
-                                   run.command, run.experiment_dir))
+        result.phases.append(
+            Phase(
+                name,
+                fps,
+                run.fps if run.ok else None,
+                fps / ceiling.fps if ceiling.fps > 0 else None,
+                verdict,
+                "ok" if run.ok else run.status,
+                run.command,
+                run.experiment_dir,
+            )
+        )
     result.load_avg_end = os.getloadavg()[0]
     return result

@@ -3,12 +3,14 @@
 The benchmark runs training as a user would (`python -m <family module> ...`), but it also needs the resolved
 config itself: to reject a bad flag before anything starts and to create the same envs for the ceiling.
 """
+
 from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sf.cfg.arguments import parse_full_cfg
 
@@ -42,12 +44,28 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("doom_", "sf_examples.vizdoom.train_vizdoom", "sf_examples.vizdoom.doom_envs:register_doom_envs", False,
-           defaults="sf_examples.vizdoom.doom_envs:doom_defaults", add_args="sf_examples.vizdoom.doom_envs:add_doom_args"),
-    Family("mujoco_", "sf_examples.mujoco.train_mujoco", "sf_examples.mujoco.mujoco_envs:register_mujoco_envs", False,
-           defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults"),
-    Family("", "sf_examples.train_gym_env", "sf.envs.gym_family:register_gym_env", True,
-           defaults="sf_examples.train_gym_env:gym_defaults"),
+    Family(
+        "doom_",
+        "sf_examples.vizdoom.train_vizdoom",
+        "sf_examples.vizdoom.doom_envs:register_doom_envs",
+        False,
+        defaults="sf_examples.vizdoom.doom_envs:doom_defaults",
+        add_args="sf_examples.vizdoom.doom_envs:add_doom_args",
+    ),
+    Family(
+        "mujoco_",
+        "sf_examples.mujoco.train_mujoco",
+        "sf_examples.mujoco.mujoco_envs:register_mujoco_envs",
+        False,
+        defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults",
+    ),
+    Family(
+        "",
+        "sf_examples.train_gym_env",
+        "sf.envs.gym_family:register_gym_env",
+        True,
+        defaults="sf_examples.train_gym_env:gym_defaults",
+    ),
 )
 
 

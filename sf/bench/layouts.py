@@ -13,19 +13,26 @@ bottleneck means:
 - learner- or batcher-bound: collection already outruns training; no layout of workers changes that, except
   where processes outnumber the cores: then the same envs on fewer workers give the learner's core back.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
 from sf.cfg.unsupported import UNSUPPORTED
 
-LAYOUT_FLAGS = ("num_workers", "num_envs_per_worker", "worker_num_splits", "policy_workers_per_policy",
-                "inference_placement", "batched_sampling")
+LAYOUT_FLAGS = (
+    "num_workers",
+    "num_envs_per_worker",
+    "worker_num_splits",
+    "policy_workers_per_policy",
+    "inference_placement",
+    "batched_sampling",
+)
 UNFIXABLE = {
     "learner": "learner-bound: collection already outruns training, so no worker layout can raise FPS; "
-               "fewer --num_epochs, a larger --batch_size, a smaller model or a GPU for the learner can",
+    "fewer --num_epochs, a larger --batch_size, a smaller model or a GPU for the learner can",
     "batcher": "batcher-bound: assembling batches is the limit, which no worker layout changes; "
-               "a larger --rollout or --batch_size (fewer, larger copies) can",
+    "a larger --rollout or --batch_size (fewer, larger copies) can",
 }
 
 
@@ -39,17 +46,23 @@ class Layout:
     batched_sampling: bool
 
     @classmethod
-    def from_cfg(cls, cfg) -> "Layout":
+    def from_cfg(cls, cfg) -> Layout:
         return cls(**{key: getattr(cfg, key) for key in LAYOUT_FLAGS})
 
     def flags(self) -> list[str]:
         return [f"--{key}={value}" for key, value in asdict(self).items()]
 
     def describe(self) -> str:
-        inference = ("inference in the rollout workers" if self.inference_placement == "rollout_worker" else
-                     f"{self.policy_workers_per_policy} inference" + (" (auto)" if self.inference_placement == "auto" else ""))
-        return (f"{self.num_workers} x {self.num_envs_per_worker} envs, {self.worker_num_splits} splits, "
-                f"{inference}, batched_sampling={self.batched_sampling}")
+        inference = (
+            "inference in the rollout workers"
+            if self.inference_placement == "rollout_worker"
+            else f"{self.policy_workers_per_policy} inference"
+            + (" (auto)" if self.inference_placement == "auto" else "")
+        )
+        return (
+            f"{self.num_workers} x {self.num_envs_per_worker} envs, {self.worker_num_splits} splits, "
+            f"{inference}, batched_sampling={self.batched_sampling}"
+        )
 
 
 @dataclass(frozen=True)
@@ -63,26 +76,36 @@ class Limits:
     batched_sampling: bool = "batched_sampling" not in UNSUPPORTED  # whether the runtime accepts True
 
     def allows(self, layout: Layout) -> bool:
-        return (layout.num_envs_per_worker % layout.worker_num_splits == 0
-                and 1 <= layout.num_envs_per_worker <= self.max_envs_per_worker
-                and layout.num_workers * layout.num_envs_per_worker <= self.max_total_envs
-                and 1 <= layout.num_workers
-                and 1 <= layout.policy_workers_per_policy <= max(1, self.cpus))
+        return (
+            layout.num_envs_per_worker % layout.worker_num_splits == 0
+            and 1 <= layout.num_envs_per_worker <= self.max_envs_per_worker
+            and layout.num_workers * layout.num_envs_per_worker <= self.max_total_envs
+            and 1 <= layout.num_workers
+            and 1 <= layout.policy_workers_per_policy <= max(1, self.cpus)
+        )
 
 
 def _more_workers(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
     moves = []
     if layout.num_workers < limits.cpus:
-        moves.append((replace(layout, num_workers=min(limits.cpus, layout.num_workers * 2)),
-                      "more rollout workers, up to the cores"))
+        moves.append(
+            (
+                replace(layout, num_workers=min(limits.cpus, layout.num_workers * 2)),
+                "more rollout workers, up to the cores",
+            )
+        )
         if layout.num_workers + 1 < min(limits.cpus, layout.num_workers * 2):
             moves.append((replace(layout, num_workers=layout.num_workers + 1), "one more rollout worker"))
     elif layout.num_workers > limits.cpus:
         total = layout.num_workers * layout.num_envs_per_worker
         per = -(-total // limits.cpus)
         per += -per % layout.worker_num_splits
-        moves.append((replace(layout, num_workers=limits.cpus, num_envs_per_worker=per),
-                      "one rollout worker per core with the same envs: less contention"))
+        moves.append(
+            (
+                replace(layout, num_workers=limits.cpus, num_envs_per_worker=per),
+                "one rollout worker per core with the same envs: less contention",
+            )
+        )
     return moves
 
 
@@ -105,8 +128,16 @@ def _batched(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
 def _more_inference(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
     if limits.serial or layout.policy_workers_per_policy >= limits.cpus:
         return []
-    return [(replace(layout, policy_workers_per_policy=layout.policy_workers_per_policy + 1,
-                     inference_placement="own_process"), "one more inference worker")]
+    return [
+        (
+            replace(
+                layout,
+                policy_workers_per_policy=layout.policy_workers_per_policy + 1,
+                inference_placement="own_process",
+            ),
+            "one more inference worker",
+        )
+    ]
 
 
 def _placement(layout: Layout, limits: Limits, placement: str, why: str) -> list[tuple[Layout, str]]:
@@ -126,8 +157,11 @@ def _free_cores(layout: Layout, limits: Limits) -> list[tuple[Layout, str]]:
     per = -(-layout.num_workers * layout.num_envs_per_worker // fewer)
     per += -per % layout.worker_num_splits
     candidate = replace(layout, num_workers=fewer, num_envs_per_worker=per)
-    return [(candidate, "same envs on half the rollout workers: cores back for the learner")] \
-        if limits.allows(candidate) else []
+    return (
+        [(candidate, "same envs on half the rollout workers: cores back for the learner")]
+        if limits.allows(candidate)
+        else []
+    )
 
 
 def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tuple[Layout, str]]:
@@ -141,8 +175,12 @@ def candidates(layout: Layout, verdict: str | None, limits: Limits) -> list[tupl
     if verdict == "simulation":
         moves = [*([] if limits.serial else _more_workers(layout, limits))]
         if layout.worker_num_splits == 1 and layout.num_envs_per_worker >= 2:
-            moves.append((replace(layout, worker_num_splits=2), "double buffering: half the envs step while the "
-                          "other half wait for actions"))
+            moves.append(
+                (
+                    replace(layout, worker_num_splits=2),
+                    "double buffering: half the envs step while the other half wait for actions",
+                )
+            )
         moves += _batched(layout, limits)
         moves.append(_more_envs(layout, "more envs per worker, so workers never wait idle"))
     elif verdict == "inference":

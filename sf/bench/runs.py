@@ -3,6 +3,7 @@
 The run's own `summary.json` gives its FPS (`fps`: the figure of its last line `Collected {...}, FPS: X`, start-up
 included; `fps_steady`: after its first batch); `python -m sf.profile report <dir> --json` gives the verdict.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,12 +46,27 @@ class RunResult:
 
 def training_command(module: str, flags: list[str], train_dir: Path, experiment: str) -> list[str]:
     """The user's flags, then the benchmark's own; argparse keeps the last value of a repeated flag."""
-    return [sys.executable, "-m", module, *flags, "--benchmark=True", f"--train_dir={train_dir}",
-            f"--experiment={experiment}", "--restart_behavior=overwrite"]
+    return [
+        sys.executable,
+        "-m",
+        module,
+        *flags,
+        "--benchmark=True",
+        f"--train_dir={train_dir}",
+        f"--experiment={experiment}",
+        "--restart_behavior=overwrite",
+    ]
 
 
-def run_training(module: str, flags: list[str], train_dir: Path, experiment: str, measure_s: float | None = None,
-                 deadline: float | None = None, grace_s: float = STOP_GRACE_S) -> RunResult:
+def run_training(
+    module: str,
+    flags: list[str],
+    train_dir: Path,
+    experiment: str,
+    measure_s: float | None = None,
+    deadline: float | None = None,
+    grace_s: float = STOP_GRACE_S,
+) -> RunResult:
     """Run the training command, its output in `<train_dir>/<experiment>.log`.
 
     With `measure_s`, the run is stopped (SIGINT, a graceful stop) that long after it first reports frames, so
@@ -64,8 +80,14 @@ def run_training(module: str, flags: list[str], train_dir: Path, experiment: str
     summary_path.unlink(missing_ok=True)
     start = time.monotonic()
     with open(train_dir / f"{experiment}.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
         collecting = threading.Event()
         reader = threading.Thread(target=_copy_output, args=(proc.stdout, log, collecting), daemon=True)
         reader.start()
@@ -77,9 +99,14 @@ def run_training(module: str, flags: list[str], train_dir: Path, experiment: str
         reader.join(timeout=5.0)
     wall = time.monotonic() - start
     summary = json.loads(summary_path.read_text()) if summary_path.exists() and not killed else {}
-    return RunResult(command="python " + shlex.join(cmd[1:]), experiment_dir=str(exp_dir),
-                     status=summary.get("status") or ("killed" if killed else "failed"),
-                     fps=float(summary.get("fps") or 0.0), fps_steady=summary.get("fps_steady"), wall_s=wall)
+    return RunResult(
+        command="python " + shlex.join(cmd[1:]),
+        experiment_dir=str(exp_dir),
+        status=summary.get("status") or ("killed" if killed else "failed"),
+        fps=float(summary.get("fps") or 0.0),
+        fps_steady=summary.get("fps_steady"),
+        wall_s=wall,
+    )
 
 
 def _copy_output(stream, log, collecting: threading.Event) -> None:
@@ -93,9 +120,11 @@ def _copy_output(stream, log, collecting: threading.Event) -> None:
     log.flush()
 
 
-def _supervise(proc: subprocess.Popen, collecting: threading.Event, measure_s: float | None,
-               deadline: float | None, grace_s: float) -> bool:
+def _supervise(
+    proc: subprocess.Popen, collecting: threading.Event, measure_s: float | None, deadline: float | None, grace_s: float
+) -> bool:
     """Wait for the child, stopping it as `run_training` says. True when it had to be killed."""
+
     def left() -> float | None:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 

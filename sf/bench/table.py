@@ -1,4 +1,5 @@
 """What the env benchmark shows: the table on stdout, `benchmark.json` and the bar chart `benchmark.png`."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,15 @@ def _cells(bench: EnvBenchmark) -> list[tuple[str, ...]]:
     rows = []
     for phase in bench.phases:
         failed = phase.status != "ok"
-        rows.append((
-            PHASE_TITLES[phase.name],
-            f"failed ({phase.status})" if failed else f"{phase.fps:,.0f}",
-            "-" if phase.fps_whole_run is None else f"{phase.fps_whole_run:,.0f}",
-            "-" if phase.share_of_ceiling is None or failed else f"{100 * phase.share_of_ceiling:.0f} %",
-            "-" if phase.name == "ceiling" else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
-        ))
+        rows.append(
+            (
+                PHASE_TITLES[phase.name],
+                f"failed ({phase.status})" if failed else f"{phase.fps:,.0f}",
+                "-" if phase.fps_whole_run is None else f"{phase.fps_whole_run:,.0f}",
+                "-" if phase.share_of_ceiling is None or failed else f"{100 * phase.share_of_ceiling:.0f} %",
+                "-" if phase.name == "ceiling" else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
+            )
+        )
     return rows
 
 
@@ -33,12 +36,18 @@ def format_table(bench: EnvBenchmark) -> str:
     """Fixed-width table, one row per phase; FPS is the steady rate, "whole run" includes start-up."""
     rows = [HEADER, *_cells(bench)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 or i == 4 else cell.rjust(w) for i, (cell, w) in
-                       enumerate(zip(row, widths))).rstrip() for row in rows]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 or i == 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in rows
+    ]
     layout = bench.layout
-    title = (f"{bench.env}: {layout['num_workers']} workers x {layout['num_envs_per_worker']} envs, "
-             f"{layout['worker_num_splits']} splits, {_inference(layout)}, "
-             f"device {bench.device}, {bench.cpus} CPUs (load {bench.load_avg_start:.1f} at start)")
+    title = (
+        f"{bench.env}: {layout['num_workers']} workers x {layout['num_envs_per_worker']} envs, "
+        f"{layout['worker_num_splits']} splits, {_inference(layout)}, "
+        f"device {bench.device}, {bench.cpus} CPUs (load {bench.load_avg_start:.1f} at start)"
+    )
     return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
@@ -63,11 +72,14 @@ def write_chart(bench: EnvBenchmark, path: Path) -> Path | None:
     for bar, phase in zip(bars, bench.phases):
         share = "" if phase.share_of_ceiling is None else f"{100 * phase.share_of_ceiling:.0f} %"
         verdict = f"\n{phase.verdict}-bound" if phase.verdict else ""
-        ax.annotate(share + verdict, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                    va="bottom", fontsize=8)
+        ax.annotate(
+            share + verdict, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8
+        )
     ax.set_ylabel("env frames / s")
-    ax.set_title(f"{bench.env}, {bench.layout['num_workers']} x {bench.layout['num_envs_per_worker']} envs, "
-                 f"{bench.device}", fontsize=10)
+    ax.set_title(
+        f"{bench.env}, {bench.layout['num_workers']} x {bench.layout['num_envs_per_worker']} envs, {bench.device}",
+        fontsize=10,
+    )
     ax.margins(y=0.2)
     fig.tight_layout()
     fig.savefig(path)

@@ -7,6 +7,7 @@ its own verdict proposes the next moves. The search ends when the budget would b
 left, or when the verdict says the layout cannot help (learner- or batcher-bound). The recommendation is
 never slower than the defaults as measured: below the noise margin the defaults stay.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,8 +76,17 @@ def resolved_placement(layout: Layout, experiment_dir: str) -> Layout:
 
 
 class Tuner:
-    def __init__(self, family: Family, flags: list[str], cfg, bench_dir: Path, budget_s: float,
-                 trial_s: float | None = None, log=print, started: float | None = None):
+    def __init__(
+        self,
+        family: Family,
+        flags: list[str],
+        cfg,
+        bench_dir: Path,
+        budget_s: float,
+        trial_s: float | None = None,
+        log=print,
+        started: float | None = None,
+    ):
         """`started` (time.monotonic()) is when the budget began, if before this object: checks of the flags count."""
         self.family = family
         self.flags = flags
@@ -137,8 +147,15 @@ class Tuner:
             return None
         self.log(f"trial {index}: {layout.describe()} ({reason}), {seconds:.0f} s")
         flags = [*self.flags, *layout.flags(), f"--train_for_seconds={NEVER}", f"--train_for_env_steps={NEVER}"]
-        run = run_training(self.family.train_module, flags, self.bench_dir, f"trial_{index}", measure_s=seconds,
-                           deadline=self.deadline - self.stop_margin_s, grace_s=self.stop_margin_s / 2)
+        run = run_training(
+            self.family.train_module,
+            flags,
+            self.bench_dir,
+            f"trial_{index}",
+            measure_s=seconds,
+            deadline=self.deadline - self.stop_margin_s,
+            grace_s=self.stop_margin_s / 2,
+        )
         if index == 0:
             self.startup_s = max(0.0, run.wall_s - seconds)
         verdict = None

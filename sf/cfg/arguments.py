@@ -4,6 +4,7 @@ Precedence, lowest first: parser defaults < the example script's `defaults` < th
 the command line. Every layer goes through the same value parsers, so a bad value fails the same way
 wherever it was written, with a message that names the flag.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,9 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -37,6 +39,7 @@ _FALSE = {"false", "0", "no"}
 
 
 # --- value parsers: argparse reports ArgumentTypeError messages verbatim -----------------------------
+
 
 def str2bool(value: str) -> bool:
     lowered = value.strip().lower()
@@ -80,6 +83,7 @@ def _one_of(*options: str) -> Callable[[str], str]:
 
 # --- parser ------------------------------------------------------------------------------------------
 
+
 class _Parser(argparse.ArgumentParser):
     """Raises ConfigError instead of printing and exiting, so library callers and tests can catch it."""
 
@@ -94,8 +98,9 @@ class _Group:
         self.group = parser.add_argument_group(title)
 
     def boolean(self, name: str, default: bool, help: str) -> None:
-        self.group.add_argument(f"--{name}", type=str2bool, nargs="?", const=True, default=default,
-                                metavar="BOOL", help=help)
+        self.group.add_argument(
+            f"--{name}", type=str2bool, nargs="?", const=True, default=default, metavar="BOOL", help=help
+        )
 
     def integer(self, name: str, default: int | None, help: str) -> None:
         self.group.add_argument(f"--{name}", type=_to_int, default=default, metavar="INT", help=help)
@@ -107,8 +112,9 @@ class _Group:
         self.group.add_argument(f"--{name}", type=str, default=default, metavar="STR", help=help)
 
     def choice(self, name: str, options: tuple[str, ...], default: str, help: str) -> None:
-        self.group.add_argument(f"--{name}", type=_one_of(*options), default=default,
-                                metavar="{" + ",".join(options) + "}", help=help)
+        self.group.add_argument(
+            f"--{name}", type=_one_of(*options), default=default, metavar="{" + ",".join(options) + "}", help=help
+        )
 
     def int_list(self, name: str, default: list[int], help: str) -> None:
         self.group.add_argument(f"--{name}", type=_to_int, nargs="*", default=default, metavar="INT", help=help)
@@ -126,8 +132,12 @@ def _only(name: str) -> str:
 
 def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> argparse.ArgumentParser:
     """All sf flags; `add_args` lets an example add its env's flags, `evaluation` adds the enjoy flags."""
-    parser = _Parser(description="sf: APPO training that measures itself.", allow_abbrev=False,
-                     exit_on_error=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = _Parser(
+        description="sf: APPO training that measures itself.",
+        allow_abbrev=False,
+        exit_on_error=False,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     _experiment_flags(_Group(parser, "experiment"))
     _placement_flags(_Group(parser, "placement and sampling"))
     _batching_flags(_Group(parser, "rollouts and batches"))
@@ -151,76 +161,140 @@ def _experiment_flags(g: _Group) -> None:
     g.text("env", None, "environment name (required): a registered sf env or a gymnasium id")
     g.text("experiment", "default_experiment", "experiment name: outputs go to <train_dir>/<experiment>/")
     g.text("train_dir", "./train_dir", "root folder for all experiments")
-    g.choice("restart_behavior", ("resume", "restart", "overwrite"), "resume",
-             "what to do when the experiment folder exists: continue from its checkpoint, start over in it, "
-             "or delete it first")
-    g.choice("device", ("cpu", "gpu", "auto"), "gpu",
-             "where the learner and inference run; gpu and auto use CUDA when there is one, else the CPU")
+    g.choice(
+        "restart_behavior",
+        ("resume", "restart", "overwrite"),
+        "resume",
+        "what to do when the experiment folder exists: continue from its checkpoint, start over in it, "
+        "or delete it first",
+    )
+    g.choice(
+        "device",
+        ("cpu", "gpu", "auto"),
+        "gpu",
+        "where the learner and inference run; gpu and auto use CUDA when there is one, else the CPU",
+    )
     g.integer("seed", None, "random seed for envs and torch; unset means a different run every time")
-    g.text("cfg", None, "YAML file (or preset name in configs/) whose keys are flag names; "
-                       "the command line overrides it")
+    g.text(
+        "cfg", None, "YAML file (or preset name in configs/) whose keys are flag names; the command line overrides it"
+    )
     g.choice("log_level", ("debug", "info", "warning"), "info", "verbosity of the sf logger")
     g.boolean("log_to_file", True, "also write the log to <train_dir>/<experiment>/sf_log.txt")
 
 
 def _placement_flags(g: _Group) -> None:
     g.integer("num_policies", 1, "number of policies trained side by side (each with its own learner)")
-    g.boolean("async_rl", True, "let collection run ahead of training, bounded by --max_policy_lag; "
-                             "False trains only on the current policy's experience")
-    g.boolean("serial_mode", False, "run every component in the main process on one event loop "
-                                 "(profilers see everything); implies --async_rl=False")
+    g.boolean(
+        "async_rl",
+        True,
+        "let collection run ahead of training, bounded by --max_policy_lag; "
+        "False trains only on the current policy's experience",
+    )
+    g.boolean(
+        "serial_mode",
+        False,
+        "run every component in the main process on one event loop "
+        "(profilers see everything); implies --async_rl=False",
+    )
     g.boolean("batched_sampling", False, _only("batched_sampling"))
     g.integer("num_batches_to_accumulate", 2, "training batches the batcher may have ready ahead of the learner")
-    g.integer("worker_num_splits", 2, "groups each worker's envs are split into, so one group steps while the "
-                                  "other waits for actions (double buffering)")
+    g.integer(
+        "worker_num_splits",
+        2,
+        "groups each worker's envs are split into, so one group steps while the "
+        "other waits for actions (double buffering)",
+    )
     g.integer("policy_workers_per_policy", 1, "inference worker processes per policy")
-    g.choice("inference_placement", ("auto", "own_process", "rollout_worker"), "auto",
-             "where a parallel run's policy forward passes run: own_process (--policy_workers_per_policy processes "
-             "per policy serve every rollout worker, batching their requests) or rollout_worker (each rollout worker "
-             "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
-             "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise")
-    g.integer("max_policy_lag", 1000, "experience collected by a policy this many versions older than the learner's "
-              "is dropped on arrival and masked out of the loss at training time")
+    g.choice(
+        "inference_placement",
+        ("auto", "own_process", "rollout_worker"),
+        "auto",
+        "where a parallel run's policy forward passes run: own_process (--policy_workers_per_policy processes "
+        "per policy serve every rollout worker, batching their requests) or rollout_worker (each rollout worker "
+        "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
+        "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise",
+    )
+    g.integer(
+        "max_policy_lag",
+        1000,
+        "experience collected by a policy this many versions older than the learner's "
+        "is dropped on arrival and masked out of the loss at training time",
+    )
     g.integer("num_workers", os.cpu_count() or 1, "rollout worker processes (default: number of CPU cores)")
     g.integer("num_envs_per_worker", 2, "environments stepped by each rollout worker")
-    g.integer("env_threads", 1, "threads each rollout worker steps its envs with (the worker's own thread among them). "
-              "Pays where the env's step releases the GIL (MuJoCo's simulation does) and cores are free, as in a "
-              "serial run on a multi-core machine; with more than 1, cProfile and yappi in their default mode see only "
-              "the worker thread's share of the env steps. 0: automatic (the MuJoCo examples' default): every core in "
-              "a serial run, 1 in a parallel run (its worker processes use the cores) and under a profiler that "
-              "follows only the main thread (cProfile, pyinstrument, as the launcher or as --profiling_backend)")
-    g.integer("decorrelate_experience_max_seconds", 0,
-              "rollout worker i waits i / num_workers times this many seconds before its first step, so "
-              "workers do not deliver their trajectories in bursts")
-    g.boolean("decorrelate_envs_on_one_worker", True,
-              "at start, env i of a worker first takes i * --rollout random actions (not counted or trained on; "
-              "modulo the env's time limit when it has one), so the envs of one worker do not reset in the same "
-              "rollout")
-    g.boolean("decorrelate_by_truncation", False,
-              "with --decorrelate_envs_on_one_worker and an env with a time limit: instead of the random actions, "
-              "truncate env i's first episode that many steps early (the same reset schedule, nothing simulated "
-              "to get there; the MuJoCo examples' default, where each step is expensive)")
+    g.integer(
+        "env_threads",
+        1,
+        "threads each rollout worker steps its envs with (the worker's own thread among them). "
+        "Pays where the env's step releases the GIL (MuJoCo's simulation does) and cores are free, as in a "
+        "serial run on a multi-core machine; with more than 1, cProfile and yappi in their default mode see only "
+        "the worker thread's share of the env steps. 0: automatic (the MuJoCo examples' default): every core in "
+        "a serial run, 1 in a parallel run (its worker processes use the cores) and under a profiler that "
+        "follows only the main thread (cProfile, pyinstrument, as the launcher or as --profiling_backend)",
+    )
+    g.integer(
+        "decorrelate_experience_max_seconds",
+        0,
+        "rollout worker i waits i / num_workers times this many seconds before its first step, so "
+        "workers do not deliver their trajectories in bursts",
+    )
+    g.boolean(
+        "decorrelate_envs_on_one_worker",
+        True,
+        "at start, env i of a worker first takes i * --rollout random actions (not counted or trained on; "
+        "modulo the env's time limit when it has one), so the envs of one worker do not reset in the same "
+        "rollout",
+    )
+    g.boolean(
+        "decorrelate_by_truncation",
+        False,
+        "with --decorrelate_envs_on_one_worker and an env with a time limit: instead of the random actions, "
+        "truncate env i's first episode that many steps early (the same reset schedule, nothing simulated "
+        "to get there; the MuJoCo examples' default, where each step is expensive)",
+    )
     g.int_list("actor_worker_gpus", [], _only("actor_worker_gpus"))
     g.boolean("set_workers_cpu_affinity", True, "pin rollout worker i to the i-th allowed CPU core, round robin")
-    g.boolean("force_envs_single_thread", True, "start rollout worker processes with one thread per math library "
-              "(OMP_NUM_THREADS and the like set to 1)")
-    g.integer("default_niceness", 0, "nice value of every component process of a parallel run "
-              "(0: as launched; below the launching value needs privileges)")
-    g.boolean("learner_priority", True, "run a parallel run's rollout and inference processes (and the env "
-              "engines they start) 5 nice levels below the learner, so that on oversubscribed cores the learner, "
-              "which no other process can help, gets a core first and collection takes what is left")
-    g.boolean("keep_freed_memory", True, "keep memory freed by large tensors in each process's heap (glibc) "
-              "instead of returning it to the OS, so the next step does not pay page faults to get it back")
+    g.boolean(
+        "force_envs_single_thread",
+        True,
+        "start rollout worker processes with one thread per math library (OMP_NUM_THREADS and the like set to 1)",
+    )
+    g.integer(
+        "default_niceness",
+        0,
+        "nice value of every component process of a parallel run "
+        "(0: as launched; below the launching value needs privileges)",
+    )
+    g.boolean(
+        "learner_priority",
+        True,
+        "run a parallel run's rollout and inference processes (and the env "
+        "engines they start) 5 nice levels below the learner, so that on oversubscribed cores the learner, "
+        "which no other process can help, gets a core first and collection takes what is left",
+    )
+    g.boolean(
+        "keep_freed_memory",
+        True,
+        "keep memory freed by large tensors in each process's heap (glibc) "
+        "instead of returning it to the OS, so the next step does not pay page faults to get it back",
+    )
 
 
 def _batching_flags(g: _Group) -> None:
     g.integer("batch_size", 1024, "samples per SGD minibatch")
-    g.integer("num_batches_per_epoch", 1, "minibatches per training iteration; an iteration consumes "
-                                      "batch_size * num_batches_per_epoch samples")
+    g.integer(
+        "num_batches_per_epoch",
+        1,
+        "minibatches per training iteration; an iteration consumes batch_size * num_batches_per_epoch samples",
+    )
     g.integer("num_epochs", 1, "passes of SGD over each iteration's samples")
     g.integer("rollout", 32, "env steps per trajectory sent from a worker to the learner")
-    g.integer("recurrence", -1, "length of the sequences the RNN is trained on (backprop through time); "
-                            "-1 means --rollout with an RNN and 1 without")
+    g.integer(
+        "recurrence",
+        -1,
+        "length of the sequences the RNN is trained on (backprop through time); "
+        "-1 means --rollout with an RNN and 1 without",
+    )
     g.boolean("shuffle_minibatches", False, "shuffle samples (whole sequences with an RNN) between minibatches")
 
 
@@ -233,10 +307,19 @@ def _rl_flags(g: _Group) -> None:
     g.real("gae_lambda", 0.95, "GAE lambda: 0 is one-step TD, 1 is Monte Carlo")
     g.real("exploration_loss_coeff", 0.003, "weight of the exploration term")
     g.real("value_loss_coeff", 0.5, "weight of the value loss")
-    g.real("kl_loss_coeff", 0.0, "weight of a penalty on KL(current || behaviour policy), computed exactly from the "
-           "behaviour policy's stored action logits (0 disables it)")
-    g.choice("exploration_loss", ("entropy", "symmetric_kl"), "entropy", "exploration term: an entropy bonus, or a "
-             "penalty on the symmetric KL to the uniform policy (categorical actions only)")
+    g.real(
+        "kl_loss_coeff",
+        0.0,
+        "weight of a penalty on KL(current || behaviour policy), computed exactly from the "
+        "behaviour policy's stored action logits (0 disables it)",
+    )
+    g.choice(
+        "exploration_loss",
+        ("entropy", "symmetric_kl"),
+        "entropy",
+        "exploration term: an entropy bonus, or a "
+        "penalty on the symmetric KL to the uniform policy (categorical actions only)",
+    )
     g.real("ppo_clip_ratio", 0.1, "PPO clips the probability ratio to [1 / (1 + r), 1 + r]")
     g.real("ppo_clip_value", 1.0, "clip value-function updates to this distance from the old values")
     g.boolean("with_vtrace", False, "correct off-policy experience with V-trace instead of plain GAE")
@@ -251,8 +334,12 @@ def _optimizer_flags(g: _Group) -> None:
     g.real("adam_beta2", 0.999, "Adam beta2")
     g.real("max_grad_norm", 4.0, "clip the gradient norm to this (0 disables clipping)")
     g.real("learning_rate", 1e-4, "initial learning rate")
-    g.choice("lr_schedule", ("constant", "linear_decay", "kl_adaptive_minibatch", "kl_adaptive_epoch"), "constant",
-             "learning-rate schedule; the kl_adaptive ones keep the policy KL near --lr_schedule_kl_threshold")
+    g.choice(
+        "lr_schedule",
+        ("constant", "linear_decay", "kl_adaptive_minibatch", "kl_adaptive_epoch"),
+        "constant",
+        "learning-rate schedule; the kl_adaptive ones keep the policy KL near --lr_schedule_kl_threshold",
+    )
     g.real("lr_schedule_kl_threshold", 0.008, "target KL divergence of the adaptive schedules")
     g.real("lr_adaptive_min", 1e-6, "lower bound of the adaptive learning rate")
     g.real("lr_adaptive_max", 1e-2, "upper bound of the adaptive learning rate")
@@ -264,8 +351,12 @@ def _model_flags(g: _Group) -> None:
     g.boolean("normalize_input", True, "normalize observations with running mean and std")
     g.str_list("normalize_input_keys", None, "observation keys to normalize (default: all)")
     g.int_list("encoder_mlp_layers", [512, 512], "hidden layer sizes of the MLP encoder for vector observations")
-    g.choice("encoder_conv_architecture", ("convnet_simple", "convnet_impala", "convnet_atari"), "convnet_simple",
-             "convolutional encoder for pixel observations")
+    g.choice(
+        "encoder_conv_architecture",
+        ("convnet_simple", "convnet_impala", "convnet_atari"),
+        "convnet_simple",
+        "convolutional encoder for pixel observations",
+    )
     g.int_list("encoder_conv_mlp_layers", [512], "fully connected layers after the convolutions")
     g.boolean("use_rnn", True, "put a recurrent core between encoder and heads")
     g.integer("rnn_size", 512, "hidden state size of the recurrent core")
@@ -273,16 +364,28 @@ def _model_flags(g: _Group) -> None:
     g.choice("rnn_type", ("gru", "lstm"), "gru", "recurrent cell")
     g.int_list("decoder_mlp_layers", [], "hidden layer sizes between the core and the heads")
     g.choice("nonlinearity", ("elu", "relu", "tanh"), "elu", "activation function")
-    g.choice("precision", ("auto", "fp32", "bf16"), "auto",
-             "arithmetic of the image encoder: bf16 runs its convolutions and fully connected layers in bfloat16 "
-             "(weights, recurrent core, heads and losses stay float32); auto is bf16 on CPUs with AMX tiles, where it "
-             "halves the encoder's cost, and fp32 elsewhere")
-    g.choice("policy_initialization", ("orthogonal", "xavier_uniform", "torch_default"), "orthogonal",
-             "weight initialization")
+    g.choice(
+        "precision",
+        ("auto", "fp32", "bf16"),
+        "auto",
+        "arithmetic of the image encoder: bf16 runs its convolutions and fully connected layers in bfloat16 "
+        "(weights, recurrent core, heads and losses stay float32); auto is bf16 on CPUs with AMX tiles, where it "
+        "halves the encoder's cost, and fp32 elsewhere",
+    )
+    g.choice(
+        "policy_initialization",
+        ("orthogonal", "xavier_uniform", "torch_default"),
+        "orthogonal",
+        "weight initialization",
+    )
     g.real("policy_init_gain", 1.0, "gain of the weight initialization")
-    g.boolean("init_all_layers", False, "apply --policy_initialization to every layer's weights; by default, as in "
-              "Sample Factory, it reaches the action and value heads and the ResNet trunk, and MLP encoders, plain "
-              "conv trunks and decoders keep PyTorch's default weights")
+    g.boolean(
+        "init_all_layers",
+        False,
+        "apply --policy_initialization to every layer's weights; by default, as in "
+        "Sample Factory, it reaches the action and value heads and the ResNet trunk, and MLP encoders, plain "
+        "conv trunks and decoders keep PyTorch's default weights",
+    )
     g.boolean("actor_critic_share_weights", True, "one encoder and core for policy and value; False gives each its own")
     g.boolean("adaptive_stddev", True, "continuous actions: the stddev is a network output (else a learned parameter)")
     g.real("continuous_tanh_scale", 0.0, "continuous actions: squash means with scale * tanh (0 disables)")
@@ -294,8 +397,12 @@ def _env_flags(g: _Group) -> None:
     g.boolean("env_gpu_actions", False, _only("env_gpu_actions"))
     g.boolean("env_gpu_observations", True, _only("env_gpu_observations"))
     g.integer("env_frameskip", 1, "env frames per agent step (action repeat); frame counts include them")
-    g.integer("env_framestack", 1, "the policy sees the last this-many observations, stacked oldest first along "
-              "the first axis (channels of an image); after a reset the first observation fills the stack")
+    g.integer(
+        "env_framestack",
+        1,
+        "the policy sees the last this-many observations, stacked oldest first along "
+        "the first axis (channels of an image); after a reset the first observation fills the stack",
+    )
     g.text("pixel_format", "CHW", _only("pixel_format"))
     g.boolean("use_record_episode_statistics", False, _only("use_record_episode_statistics"))
     g.integer("env_agents", -1, _only("env_agents"))
@@ -305,25 +412,52 @@ def _run_flags(g: _Group) -> None:
     g.integer("train_for_env_steps", 10_000_000_000, "stop after this many env frames")
     g.integer("train_for_seconds", 10_000_000_000, "stop after this much wall time")
     g.integer("save_every_sec", 120, "seconds between checkpoints")
-    g.integer("stop_timeout_sec", 5, "on a stop (SIGINT, SIGTERM, the end of training), seconds each component gets "
-              "to finish its step (a learner its training iteration), save and report before it is killed")
+    g.integer(
+        "stop_timeout_sec",
+        5,
+        "on a stop (SIGINT, SIGTERM, the end of training), seconds each component gets "
+        "to finish its step (a learner its training iteration), save and report before it is killed",
+    )
     g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
-    g.choice("load_checkpoint_kind", ("latest", "best"), "latest",
-             "checkpoint to resume or evaluate from: the newest, or the best one kept by --save_best_metric")
-    g.integer("save_milestones_sec", -1, "also keep a checkpoint for good in checkpoint_p<i>/milestones/ when this "
-              "many seconds have passed since the last one (-1: never)")
+    g.choice(
+        "load_checkpoint_kind",
+        ("latest", "best"),
+        "latest",
+        "checkpoint to resume or evaluate from: the newest, or the best one kept by --save_best_metric",
+    )
+    g.integer(
+        "save_milestones_sec",
+        -1,
+        "also keep a checkpoint for good in checkpoint_p<i>/milestones/ when this "
+        "many seconds have passed since the last one (-1: never)",
+    )
     g.integer("save_best_every_sec", 5, "seconds between checks for a new best policy")
-    g.choice("save_best_metric", BEST_METRICS, "reward",
-             "statistic that defines the best policy, averaged over the last --stats_avg episodes (reward: the raw "
-             "episode return); a policy that beats the best so far by more than 0.001 is saved as "
-             "checkpoint_p<i>/best_*.pth (one kept)")
-    g.integer("save_best_after", 100_000, "env frames before best-policy checkpoints start (early lucky episodes "
-              "would otherwise set a best that later policies must beat)")
+    g.choice(
+        "save_best_metric",
+        BEST_METRICS,
+        "reward",
+        "statistic that defines the best policy, averaged over the last --stats_avg episodes (reward: the raw "
+        "episode return); a policy that beats the best so far by more than 0.001 is saved as "
+        "checkpoint_p<i>/best_*.pth (one kept)",
+    )
+    g.integer(
+        "save_best_after",
+        100_000,
+        "env frames before best-policy checkpoints start (early lucky episodes "
+        "would otherwise set a best that later policies must beat)",
+    )
     g.boolean("benchmark", False, "measure throughput only: no checkpoints, minimal summaries")
-    g.boolean("sampling_only", False, "collect experience without learning: batches are assembled and then "
-              "discarded, the policy never changes; FPS measures collection alone (docs/benchmarks.md)")
-    g.integer("experiment_summaries_interval", 10, "seconds between the timing snapshots each component sends "
-              "(timing/ TensorBoard scalars, CPU %)")
+    g.boolean(
+        "sampling_only",
+        False,
+        "collect experience without learning: batches are assembled and then "
+        "discarded, the policy never changes; FPS measures collection alone (docs/benchmarks.md)",
+    )
+    g.integer(
+        "experiment_summaries_interval",
+        10,
+        "seconds between the timing snapshots each component sends (timing/ TensorBoard scalars, CPU %%)",
+    )
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
     g.boolean("summaries_use_frameskip", True, _only("summaries_use_frameskip"))
@@ -333,27 +467,60 @@ def _run_flags(g: _Group) -> None:
 
 def _cluster_flags(g: _Group) -> None:
     """docs/distributed.md."""
-    g.choice("backend", ("local", "ray"), "local", "local: every component on this machine; ray: rollout and "
-             "inference workers spread over a Ray cluster, one agent per node, learner and runner here "
-             "(pip install 'sf[ray]')")
-    g.text("ray_address", "auto", "Ray cluster to join with --backend=ray (auto: the one started with ray start on "
-           "this machine; host:port: that head node; local: start a one-machine cluster for this run)")
-    g.integer("ray_workers_per_node", 0, "rollout workers per node when --backend=ray spreads them "
-              "(0: as evenly as possible over every node, this one first)")
-    g.str_list("ray_worker_groups", [], "RESOURCE:COUNT pairs for --backend=ray; COUNT rollout workers run on a "
-               "node started with the custom resource RESOURCE, before the rest is spread")
-    g.integer("ray_max_restarts", 0, "times --backend=ray starts a lost node's agent again, with the current "
-              "weights, before the run ends with an error (needs --async_rl=True)")
-    g.real("ray_weights_interval_s", 0.5, "with --async_rl=True, a node of --backend=ray receives newer weights at "
-           "most this often (every version in synchronous mode): a large model's weights can cost more bandwidth "
-           "than its trajectories")
-    g.integer("ray_transfers_in_flight", 2, "chunks of trajectories a node may have sent without an "
-              "acknowledgement from the driver before it waits (backpressure of --backend=ray)")
+    g.choice(
+        "backend",
+        ("local", "ray"),
+        "local",
+        "local: every component on this machine; ray: rollout and "
+        "inference workers spread over a Ray cluster, one agent per node, learner and runner here "
+        "(pip install 'sf[ray]')",
+    )
+    g.text(
+        "ray_address",
+        "auto",
+        "Ray cluster to join with --backend=ray (auto: the one started with ray start on "
+        "this machine; host:port: that head node; local: start a one-machine cluster for this run)",
+    )
+    g.integer(
+        "ray_workers_per_node",
+        0,
+        "rollout workers per node when --backend=ray spreads them "
+        "(0: as evenly as possible over every node, this one first)",
+    )
+    g.str_list(
+        "ray_worker_groups",
+        [],
+        "RESOURCE:COUNT pairs for --backend=ray; COUNT rollout workers run on a "
+        "node started with the custom resource RESOURCE, before the rest is spread",
+    )
+    g.integer(
+        "ray_max_restarts",
+        0,
+        "times --backend=ray starts a lost node's agent again, with the current "
+        "weights, before the run ends with an error (needs --async_rl=True)",
+    )
+    g.real(
+        "ray_weights_interval_s",
+        0.5,
+        "with --async_rl=True, a node of --backend=ray receives newer weights at "
+        "most this often (every version in synchronous mode): a large model's weights can cost more bandwidth "
+        "than its trajectories",
+    )
+    g.integer(
+        "ray_transfers_in_flight",
+        2,
+        "chunks of trajectories a node may have sent without an "
+        "acknowledgement from the driver before it waits (backpressure of --backend=ray)",
+    )
 
 
 def _wandb_flags(g: _Group) -> None:
-    g.boolean("with_wandb", False, "also log every TensorBoard scalar and the config to Weights & Biases "
-              "(pip install sf[wandb]; WANDB_MODE=offline keeps the run in <train_dir>/<experiment>/wandb/)")
+    g.boolean(
+        "with_wandb",
+        False,
+        "also log every TensorBoard scalar and the config to Weights & Biases "
+        "(pip install sf[wandb]; WANDB_MODE=offline keeps the run in <train_dir>/<experiment>/wandb/)",
+    )
     g.text("wandb_user", None, "W&B entity (user or team) the run belongs to (default: your W&B default entity)")
     g.text("wandb_project", "sample_factory", "W&B project")
     g.text("wandb_group", None, "W&B group of the run (default: the env name)")
@@ -363,27 +530,48 @@ def _wandb_flags(g: _Group) -> None:
 
 def _profiling_flags(g: _Group) -> None:
     """The same keys as a `profiling:` YAML section (docs/profiling.md)."""
-    g.choice("profiling_backend", BACKENDS, "none", "profiler run on the selected worker groups (none: nothing is "
-             "wrapped and no folder is created)")
-    g.str_list("profiling_worker_groups", [], "groups to profile: RolloutWorker InferenceWorker Batcher Learner Runner, "
-               "or all; none when empty")
+    g.choice(
+        "profiling_backend",
+        BACKENDS,
+        "none",
+        "profiler run on the selected worker groups (none: nothing is wrapped and no folder is created)",
+    )
+    g.str_list(
+        "profiling_worker_groups",
+        [],
+        "groups to profile: RolloutWorker InferenceWorker Batcher Learner Runner, or all; none when empty",
+    )
     g.int_list("profiling_steps", [], "learner iterations to capture, counting from 1 (empty: the whole life)")
     g.text("profiling_output_dir", None, "where profiler outputs go (default: <train_dir>/<experiment>/profiling/)")
-    g.str_list("profiling_options", [], "nsys profile options as key=value (t=cuda,nvtx -> -t cuda,nvtx; "
-               "sample=none -> --sample=none)")
+    g.str_list(
+        "profiling_options",
+        [],
+        "nsys profile options as key=value (t=cuda,nvtx -> -t cuda,nvtx; sample=none -> --sample=none)",
+    )
     g.str_list("profiling_flags", [], "bare nsys profile flags, named without dashes (python-backtrace)")
     g.str_list("profiling_args", [], "rocprof-sys-python arguments as key=value, rendered like --profiling_options")
     g.str_list("profiling_env", [], "KEY=VALUE environment of the profiled processes (wins over derived values)")
-    g.boolean("profiling_timeline", False, "record every Timing scope of every process and merge them at exit into "
-              "profiling/timeline.json (Chrome trace format: Perfetto, chrome://tracing)")
-    g.boolean("profiling_cuda_sync", False, "on CUDA, synchronize at the end of every Timing scope, so GPU work is "
-              "charged to the scope that launched it (slower; for attribution only)")
+    g.boolean(
+        "profiling_timeline",
+        False,
+        "record every Timing scope of every process and merge them at exit into "
+        "profiling/timeline.json (Chrome trace format: Perfetto, chrome://tracing)",
+    )
+    g.boolean(
+        "profiling_cuda_sync",
+        False,
+        "on CUDA, synchronize at the end of every Timing scope, so GPU work is "
+        "charged to the scope that launched it (slower; for attribution only)",
+    )
 
 
 def _evaluation_flags(g: _Group) -> None:
     g.integer("fps", 0, "playback and video frame rate (0: as fast as possible, videos at 30)")
-    g.integer("eval_env_frameskip", None, "frameskip during evaluation, for envs that repeat actions themselves "
-              "(default: the trained --env_frameskip)")
+    g.integer(
+        "eval_env_frameskip",
+        None,
+        "frameskip during evaluation, for envs that repeat actions themselves (default: the trained --env_frameskip)",
+    )
     g.boolean("no_render", True, _only("no_render"))
     g.boolean("save_video", False, "record the episodes to an mp4 in the experiment folder")
     g.integer("video_frames", 1_000_000_000, "stop recording after this many frames")
@@ -397,8 +585,14 @@ def _evaluation_flags(g: _Group) -> None:
 
 # --- parsing and layering ----------------------------------------------------------------------------
 
-def parse_full_cfg(argv: list[str] | None = None, *, add_args: AddArgs | None = None,
-                   defaults: Defaults | None = None, evaluation: bool = False) -> argparse.Namespace:
+
+def parse_full_cfg(
+    argv: list[str] | None = None,
+    *,
+    add_args: AddArgs | None = None,
+    defaults: Defaults | None = None,
+    evaluation: bool = False,
+) -> argparse.Namespace:
     """Parse, layer defaults < `defaults` < YAML < command line, resolve automatic values and validate.
 
     `cfg.cli_args` holds the flags given on the command line. Raises ConfigError naming the bad flag.
@@ -436,8 +630,9 @@ def default_cfg(**overrides: Any) -> argparse.Namespace:
     """Training defaults with `overrides` (flag names) on top, resolved and validated; for tests and libraries."""
     parser = make_parser()
     flags = _flag_actions(parser)
-    cfg = argparse.Namespace(**{**_parser_defaults(parser), **_coerce_all(overrides, flags, "default_cfg()")},
-                             cli_args={})
+    cfg = argparse.Namespace(
+        **{**_parser_defaults(parser), **_coerce_all(overrides, flags, "default_cfg()")}, cli_args={}
+    )
     _resolve(cfg, explicit=set(overrides))
     validate_cfg(cfg)
     reject_unsupported(cfg)
@@ -455,8 +650,11 @@ def main_cfg_or_exit(argv: list[str] | None = None, **kwargs: Any) -> argparse.N
 
 
 def _flag_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {action.dest: action for action in parser._actions
-            if action.option_strings and not isinstance(action, argparse._HelpAction)}
+    return {
+        action.dest: action
+        for action in parser._actions
+        if action.option_strings and not isinstance(action, argparse._HelpAction)
+    }
 
 
 def _parser_defaults(parser: argparse.ArgumentParser) -> dict[str, Any]:
@@ -561,8 +759,11 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
         cfg.recurrence = cfg.rollout if cfg.use_rnn else 1
     if cfg.serial_mode and cfg.async_rl:
         if "async_rl" in explicit:
-            raise ConfigError("--async_rl=True conflicts with --serial_mode=True: serial mode trains synchronously, "
-                              "set --async_rl=False or leave it out", flag="--async_rl")
+            raise ConfigError(
+                "--async_rl=True conflicts with --serial_mode=True: serial mode trains synchronously, "
+                "set --async_rl=False or leave it out",
+                flag="--async_rl",
+            )
         cfg.async_rl = False
     if cfg.env_threads == 0:
         cfg.env_threads = auto_env_threads(cfg)
@@ -583,6 +784,7 @@ def auto_env_threads(cfg: argparse.Namespace) -> int:
 
 # --- devices and persistence -------------------------------------------------------------------------
 
+
 def describe_device(device: str) -> str:
     """For the log: "cpu", or "cuda (NVIDIA H100 80GB HBM3)"."""
     if device == "cpu":
@@ -593,7 +795,7 @@ def describe_device(device: str) -> str:
 
 
 def resolve_device(cfg: argparse.Namespace) -> str:
-    """"cuda" or "cpu" for --device: gpu and auto take CUDA when it exists, and fall back to the CPU otherwise."""
+    """ "cuda" or "cpu" for --device: gpu and auto take CUDA when it exists, and fall back to the CPU otherwise."""
     if cfg.device == "cpu":
         return "cpu"
     import torch  # here, not at the top: parsing flags and --help should not pay for importing torch

@@ -1,4 +1,5 @@
 """The one error type for bad configuration, so entry points can report it and stop before anything starts."""
+
 from __future__ import annotations
 
 

@@ -4,6 +4,7 @@ Each one is accepted with the single value that describes what sf does; any othe
 with one line that says why and what to use instead. A flag listed here must not be read anywhere else
 (tests/test_flags_used.py checks that every parser flag is either read by the code or listed here).
 """
+
 from __future__ import annotations
 
 from argparse import Namespace
@@ -23,27 +24,33 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "algo": Unsupported("APPO", "sf implements APPO only; leave --algo out"),
     "optimizer": Unsupported("adam", "sf trains with Adam only (tune it with --adam_eps, --adam_beta1, --adam_beta2)"),
     "batched_sampling": Unsupported(
-        False, "sf has no vectorized-env sampler; a worker already sends one request per group of envs "
-        "(tune --worker_num_splits and --num_envs_per_worker instead)"),
-    "actor_worker_gpus": Unsupported(
-        [], "sf's rollout workers run their envs on the CPU; leave the list empty"),
+        False,
+        "sf has no vectorized-env sampler; a worker already sends one request per group of envs "
+        "(tune --worker_num_splits and --num_envs_per_worker instead)",
+    ),
+    "actor_worker_gpus": Unsupported([], "sf's rollout workers run their envs on the CPU; leave the list empty"),
     "env_gpu_actions": Unsupported(False, "sf's envs take actions as numpy arrays on the CPU; leave it False"),
     "env_gpu_observations": Unsupported(
-        True, "sf's envs return observations on the CPU and inference moves them to --device; leave it out"),
+        True, "sf's envs return observations on the CPU and inference moves them to --device; leave it out"
+    ),
     "use_env_info_cache": Unsupported(
-        False, "sf probes the env's spaces once per run in the main process; leave it False"),
+        False, "sf probes the env's spaces once per run in the main process; leave it False"
+    ),
     "pixel_format": Unsupported("CHW", "sf's conv encoders always take channels first (CHW)"),
     "use_record_episode_statistics": Unsupported(
-        False, "sf sums each episode's raw rewards itself (before --reward_scale); leave it False"),
+        False, "sf sums each episode's raw rewards itself (before --reward_scale); leave it False"
+    ),
     "env_agents": Unsupported(-1, "sf trains single-agent envs only; leave it out"),
     "summaries_use_frameskip": Unsupported(
-        True, "the x axis of sf's summaries always counts env frames after frameskip"),
+        True, "the x axis of sf's summaries always counts env frames after frameskip"
+    ),
     "heartbeat_interval": Unsupported(
-        20, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"),
+        20, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+    ),
     "heartbeat_reporting_interval": Unsupported(
-        180, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"),
-    "no_render": Unsupported(
-        True, "sf's evaluation never opens a window; use --save_video to watch the episodes"),
+        180, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+    ),
+    "no_render": Unsupported(True, "sf's evaluation never opens a window; use --save_video to watch the episodes"),
     "train_script": Unsupported(None, "sf has no model upload that needs the training script's name; leave it out"),
 }
 

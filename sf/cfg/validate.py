@@ -1,9 +1,10 @@
 """Checks on a resolved config: combinations the runtime cannot honour fail here, before any process starts."""
+
 from __future__ import annotations
 
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Callable
 
 from sf.cfg.errors import ConfigError
 
@@ -75,19 +76,29 @@ def validate_cfg(cfg: Namespace) -> None:
     if cfg.seed is not None and cfg.seed < 0:
         raise ConfigError(f"--seed: must be >= 0, got {cfg.seed}", flag="--seed")
     if cfg.recurrence > cfg.rollout:
-        raise ConfigError(f"--recurrence: must be <= --rollout ({cfg.rollout}), got {cfg.recurrence}", flag="--recurrence")
+        raise ConfigError(
+            f"--recurrence: must be <= --rollout ({cfg.rollout}), got {cfg.recurrence}", flag="--recurrence"
+        )
     if cfg.use_rnn and cfg.rollout % cfg.recurrence != 0:
-        raise ConfigError(f"--recurrence: must divide --rollout ({cfg.rollout}) when --use_rnn=True, got {cfg.recurrence}",
-                          flag="--recurrence")
+        raise ConfigError(
+            f"--recurrence: must divide --rollout ({cfg.rollout}) when --use_rnn=True, got {cfg.recurrence}",
+            flag="--recurrence",
+        )
     if cfg.batch_size % cfg.rollout != 0:
-        raise ConfigError(f"--batch_size: must be a multiple of --rollout ({cfg.rollout}), got {cfg.batch_size}",
-                          flag="--batch_size")
+        raise ConfigError(
+            f"--batch_size: must be a multiple of --rollout ({cfg.rollout}), got {cfg.batch_size}", flag="--batch_size"
+        )
     if cfg.num_envs_per_worker % cfg.worker_num_splits != 0:
-        raise ConfigError(f"--num_envs_per_worker: must be a multiple of --worker_num_splits ({cfg.worker_num_splits}), "
-                          f"got {cfg.num_envs_per_worker}", flag="--num_envs_per_worker")
+        raise ConfigError(
+            f"--num_envs_per_worker: must be a multiple of --worker_num_splits ({cfg.worker_num_splits}), "
+            f"got {cfg.num_envs_per_worker}",
+            flag="--num_envs_per_worker",
+        )
     if cfg.lr_adaptive_min > cfg.lr_adaptive_max:
-        raise ConfigError(f"--lr_adaptive_max: must be >= --lr_adaptive_min ({cfg.lr_adaptive_min}), "
-                          f"got {cfg.lr_adaptive_max}", flag="--lr_adaptive_max")
+        raise ConfigError(
+            f"--lr_adaptive_max: must be >= --lr_adaptive_min ({cfg.lr_adaptive_min}), got {cfg.lr_adaptive_max}",
+            flag="--lr_adaptive_max",
+        )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
     _check_cluster(cfg)
@@ -99,12 +110,17 @@ def _check_cluster(cfg: Namespace) -> None:
     if cfg.backend == "ray" and cfg.serial_mode:
         raise ConfigError("--backend=ray: runs the parallel placement; drop --serial_mode=True", flag="--backend")
     if cfg.ray_max_restarts > 0 and not cfg.async_rl:
-        raise ConfigError("--ray_max_restarts: needs --async_rl=True (a synchronous round cannot lose a node's "
-                          "share of the batch)", flag="--ray_max_restarts")
+        raise ConfigError(
+            "--ray_max_restarts: needs --async_rl=True (a synchronous round cannot lose a node's share of the batch)",
+            flag="--ray_max_restarts",
+        )
     groups = parse_worker_groups(cfg.ray_worker_groups)
     if sum(count for _, count in groups) > cfg.num_workers:
-        raise ConfigError(f"--ray_worker_groups: asks for {sum(count for _, count in groups)} rollout workers, "
-                          f"more than --num_workers={cfg.num_workers}", flag="--ray_worker_groups")
+        raise ConfigError(
+            f"--ray_worker_groups: asks for {sum(count for _, count in groups)} rollout workers, "
+            f"more than --num_workers={cfg.num_workers}",
+            flag="--ray_worker_groups",
+        )
 
 
 def _check_paths(cfg: Namespace) -> None:
@@ -114,5 +130,8 @@ def _check_paths(cfg: Namespace) -> None:
         raise ConfigError("--train_dir: must name a folder, got an empty value", flag="--train_dir")
     experiment = PurePath(cfg.experiment or "")
     if not experiment.parts or experiment.is_absolute() or any(part in ("..", ".") for part in experiment.parts):
-        raise ConfigError(f"--experiment: must be a folder name inside --train_dir (no '..', '.' or absolute path), "
-                          f"got {cfg.experiment!r}", flag="--experiment")
+        raise ConfigError(
+            f"--experiment: must be a folder name inside --train_dir (no '..', '.' or absolute path), "
+            f"got {cfg.experiment!r}",
+            flag="--experiment",
+        )

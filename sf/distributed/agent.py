@@ -11,6 +11,7 @@ on with the next reply.
 One thread (`_forward`) does all of this and keeps the agent's Timing tree; the actor's methods, called by the
 driver, only exchange lists with it under a condition variable.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,7 +38,14 @@ from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
-from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name, rollout_worker_name
+from sf.runtime.names import (
+    RUNNER,
+    batcher_name,
+    inference_worker_name,
+    learner_name,
+    policy_queue_name,
+    rollout_worker_name,
+)
 from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.setup import EnvInfo, build_model
@@ -83,16 +91,22 @@ class NodeAgent:
         self.done = False
         self.stop_deadline: float | None = None
         self.timing = Timing(spec.name)
-        self.stats = {"bytes_sent": 0, "chunks_sent": 0, "trajectories_sent": 0, "frames_sent": 0,
-                      "weight_updates": 0, "weight_bytes_received": 0}
+        self.stats = {
+            "bytes_sent": 0,
+            "chunks_sent": 0,
+            "trajectories_sent": 0,
+            "frames_sent": 0,
+            "weight_updates": 0,
+            "weight_bytes_received": 0,
+        }
 
     # called by the driver ---------------------------------------------------------------------------------
     def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int], Remains]:
         """Create this node's buffers, stores and queues, start its processes; return the node, their pids and
         what `reap` needs to clean up should this actor die."""
+        from sf.cfg.arguments import resolve_device
         from sf.runtime.runner_parallel import QUEUE_BYTES, STOP_SIGNALS, start_component_process
         from sf.utils.logging import setup_logging
-        from sf.cfg.arguments import resolve_device
 
         spec, cfg = self.spec, self.spec.cfg
         setup_logging(cfg.log_level)
@@ -102,11 +116,16 @@ class NodeAgent:
         self.stop_event = ctx.Event()
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
-        layout = replace(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_size),
-                         num_workers=len(spec.workers), first_worker=spec.workers[0])
+        layout = replace(
+            make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_size),
+            num_workers=len(spec.workers),
+            first_worker=spec.workers[0],
+        )
         self.buffers = TrajectoryBuffers(layout, shared=True)
-        self.stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), self.stop_event)
-                       for p in range(cfg.num_policies)]
+        self.stores = [
+            SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), self.stop_event)
+            for p in range(cfg.num_policies)
+        ]
         self.semaphores = named_semaphores(os.getpid())
         for update in weights:
             self._apply(update)
@@ -118,9 +137,17 @@ class NodeAgent:
         for w in spec.workers:
             self.queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
         self.policy_of = {batcher_name(p): p for p in range(cfg.num_policies)}
-        shared = dict(cfg=cfg, env_info=env_info, buffers=self.buffers, stores=self.stores, queues=self.queues,
-                      stop_event=self.stop_event, device=resolve_device(cfg), experiment_dir=spec.experiment_dir,
-                      envs=spec.envs)
+        shared = dict(
+            cfg=cfg,
+            env_info=env_info,
+            buffers=self.buffers,
+            stores=self.stores,
+            queues=self.queues,
+            stop_event=self.stop_event,
+            device=resolve_device(cfg),
+            experiment_dir=spec.experiment_dir,
+            envs=spec.envs,
+        )
         adopt_orphans()
         self.keep = child_pids()
         self.lock_watch = LockWatch(self.queues).start()
@@ -129,7 +156,9 @@ class NodeAgent:
         try:
             for p in range(cfg.num_policies):
                 for i in spec.inference_workers:
-                    self.processes[inference_worker_name(p, i)] = start_component_process(ctx, "inference", p, i, shared)
+                    self.processes[inference_worker_name(p, i)] = start_component_process(
+                        ctx, "inference", p, i, shared
+                    )
             for w in spec.workers:
                 self.processes[rollout_worker_name(w)] = start_component_process(ctx, "rollout", w, None, shared)
         finally:
@@ -138,8 +167,11 @@ class NodeAgent:
         self.thread.start()
         pids = {label: proc.pid for label, proc in self.processes.items()}
         pids[spec.name] = os.getpid()
-        return this_node(), pids, Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()},
-                                          tuple(self.semaphores))
+        return (
+            this_node(),
+            pids,
+            Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()}, tuple(self.semaphores)),
+        )
 
     def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
         """Hand over what is ready (waiting up to TAKE_WAIT_S for something); take acknowledgements, messages for
@@ -181,9 +213,14 @@ class NodeAgent:
         self.exited: set[str] = set()
         self.seq = 0
         chunk_cap = max(1, trajectories_per_batch(cfg))
-        timers = [[time.monotonic(), WATCH_S, self._watch],
-                  [time.monotonic() + cfg.experiment_summaries_interval, cfg.experiment_summaries_interval,
-                   lambda: self._share_tree("timing")]]
+        timers = [
+            [time.monotonic(), WATCH_S, self._watch],
+            [
+                time.monotonic() + cfg.experiment_summaries_interval,
+                cfg.experiment_summaries_interval,
+                lambda: self._share_tree("timing"),
+            ],
+        ]
         while not self._stopped():
             self._take_requests()
             waiting = any(self.pending.values())
@@ -287,8 +324,17 @@ class NodeAgent:
         tree = self.timing.to_dict()
         lifetime = time.monotonic() - self.started_at
         self._post((RUNNER, "node_stats", self.spec.name, dict(self.stats)))  # first: the final tree ends the wait
-        self._post((RUNNER, kind, self.spec.name, os.getpid(), tree, resources.snapshot().to_dict(),
-                    activity_of(tree, lifetime).to_dict()))
+        self._post(
+            (
+                RUNNER,
+                kind,
+                self.spec.name,
+                os.getpid(),
+                tree,
+                resources.snapshot().to_dict(),
+                activity_of(tree, lifetime).to_dict(),
+            )
+        )
 
     def _end(self) -> None:
         """Kill what did not stop in time, pass on the last messages and the agent's own final tree."""
@@ -324,8 +370,13 @@ class NodeAgent:
         labels = [label.replace(" ", "_") for label in self.processes]
         if not folder.is_dir():
             return {}
-        return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
-                if path.is_file() and path.stat().st_mtime >= self.started_wall and any(l in path.name for l in labels)}
+        return {
+            str(path.relative_to(folder)): path.read_bytes()
+            for path in folder.rglob("*")
+            if path.is_file()
+            and path.stat().st_mtime >= self.started_wall
+            and any(label in path.name for label in labels)
+        }
 
     def _release_semaphores(self) -> None:
         """Unlink the /dev/shm names of the stop event's and the stores' semaphores once every process that used
@@ -355,4 +406,3 @@ def reap(remains: Remains, timeout_s: float = 5.0) -> list[int]:
     for path in remains.semaphores:
         Path(path).unlink(missing_ok=True)
     return [proc.pid for proc in victims]
-

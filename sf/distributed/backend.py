@@ -5,6 +5,7 @@ inference workers) as local processes, exactly as `--backend=local`; every other
 (`sf.distributed.agent`) and reaches the batcher through a link (`sf.distributed.link`). With every worker on the
 driver's node no agent starts and the run is the local one, with `node` in profile.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,13 +42,17 @@ class RayPlacement:
 
     def routes(self) -> dict:
         """Messages for a remote rollout worker (slot releases, new versions) go to its node's link."""
-        return {rollout_worker_name(w): self.inboxes[group.name] for group in self.placement.groups for w in group.workers}
+        return {
+            rollout_worker_name(w): self.inboxes[group.name] for group in self.placement.groups for w in group.workers
+        }
 
     def component_names(self) -> set[str]:
         names = set()
         for group in self.placement.groups:
             names |= {group.name} | {rollout_worker_name(w) for w in group.workers}
-            served = group.workers if self.cfg.inference_placement == "rollout_worker" else self.inference_workers(group)
+            served = (
+                group.workers if self.cfg.inference_placement == "rollout_worker" else self.inference_workers(group)
+            )
             names |= {inference_worker_name(p, i) for p in range(self.cfg.num_policies) for i in served}
         return names
 
@@ -61,15 +66,30 @@ class RayPlacement:
         return tuple(range(k * n, (k + 1) * n))
 
     def start_links(self, shared: dict, experiment_dir: str, nodes: dict, grace_s) -> dict[str, NodeLink]:
-        ctx = LinkContext(self.cfg, shared["buffers"], shared["queues"], WeightsPublisher(shared["stores"]),
-                          shared["stop_event"], nodes, grace_s)
+        ctx = LinkContext(
+            self.cfg,
+            shared["buffers"],
+            shared["queues"],
+            WeightsPublisher(shared["stores"]),
+            shared["stop_event"],
+            nodes,
+            grace_s,
+        )
         envs = portable_registry(registry_snapshot())
         # a node's processes run in another working directory: relative paths would land elsewhere
         remote_cfg = argparse.Namespace(**vars(self.cfg))
         remote_cfg.profiling = replace(self.cfg.profiling, output_dir=Path(self.cfg.profiling.output_dir).resolve())
         experiment_dir = str(Path(experiment_dir).resolve())
         for group in self.placement.groups:
-            spec = AgentSpec(group.name, group.workers, self.inference_workers(group), remote_cfg, shared["env_info"], envs, experiment_dir)
+            spec = AgentSpec(
+                group.name,
+                group.workers,
+                self.inference_workers(group),
+                remote_cfg,
+                shared["env_info"],
+                envs,
+                experiment_dir,
+            )
             link = NodeLink(group, spec, self.inboxes[group.name], ctx)
             link.start()
             self.links.append(link)
@@ -92,9 +112,13 @@ def run_ray(cfg, experiment, env_info, device: str, stop_event_local) -> dict:
         driver = cluster.this_node()
         nodes = cluster.alive_nodes()
         placement = RayPlacement(cfg, plan(cfg, nodes, driver.ray_node_id, cluster.custom_resources()), driver)
-        log.info("Ray cluster of %d node(s); rollout workers %s on this node (%s)%s", len(nodes),
-                 list(placement.local_workers), driver.label,
-                 "".join(f", {list(g.workers)} under {g.name}" for g in placement.placement.groups))
+        log.info(
+            "Ray cluster of %d node(s); rollout workers %s on this node (%s)%s",
+            len(nodes),
+            list(placement.local_workers),
+            driver.label,
+            "".join(f", {list(g.workers)} under {g.name}" for g in placement.placement.groups),
+        )
         return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement)
     finally:
         if placement is not None:

@@ -1,4 +1,5 @@
 """Joining a Ray cluster and naming its nodes: the one module that calls `ray.init`."""
+
 from __future__ import annotations
 
 import socket
@@ -30,8 +31,12 @@ def connect(address: str) -> bool:
     if ray.is_initialized():
         return False
     if address == "local":
-        ray.init(address="local", include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                 configure_logging=False)
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+            configure_logging=False,
+        )
     else:
         ray.init(address=address, configure_logging=False)
     return True

@@ -10,15 +10,17 @@ slots were freed as soon as the chunk was acknowledged.
 To the runner a link looks like one more component process (`exitcode`, `kill`, `join`, `is_alive`), so the
 parallel placement watches and stops it with the same code as its own processes.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import faster_fifo
 import ray
@@ -169,8 +171,9 @@ class NodeLink:
                 continue
             with self.timing.add_time("write_buffers"):
                 unpack(self.ctx.buffers, slots, tensors)
-            self.ctx.queues[learner_name(chunk.policy_id)].put((batcher_name(chunk.policy_id), "trajectories", slots),
-                                                              timeout=5.0)
+            self.ctx.queues[learner_name(chunk.policy_id)].put(
+                (batcher_name(chunk.policy_id), "trajectories", slots), timeout=5.0
+            )
             self.acks.append(chunk.seq)
             self.received += chunk.count
         return reply.done
@@ -241,8 +244,9 @@ class NodeLink:
         """Start a new agent for the same workers; trajectories the lost one finished but never delivered are lost."""
         lost = max(0, self.finished - self.received) * self.frames_per_traj
         self.restarts_left -= 1
-        self.ctx.queues[RUNNER].put((RUNNER, "node_restarted", self.name, self.node.label, cause, lost,
-                                     self.restarts_left), timeout=5.0)
+        self.ctx.queues[RUNNER].put(
+            (RUNNER, "node_restarted", self.name, self.node.label, cause, lost, self.restarts_left), timeout=5.0
+        )
         self._reap()
         self._start_agent()
 
@@ -259,8 +263,10 @@ class NodeLink:
             return
         strategy = NodeAffinitySchedulingStrategy(self.node.ray_node_id, soft=False)
         try:
-            ray.get(ray.remote(reap).options(num_cpus=0, scheduling_strategy=strategy).remote(self.remains),
-                    timeout=REAP_TIMEOUT_S)
+            ray.get(
+                ray.remote(reap).options(num_cpus=0, scheduling_strategy=strategy).remote(self.remains),
+                timeout=REAP_TIMEOUT_S,
+            )
         except (RayError, GetTimeoutError) as exc:
             log.warning("could not end the processes of %s on node %s: %s", self.name, self.node.label, _describe(exc))
 

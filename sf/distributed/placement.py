@@ -1,5 +1,6 @@
 """Which rollout workers run on which node: the driver's node runs its share as local processes, every other
 share gets a node agent. Pure functions of the flags and the cluster's nodes, so they are tested without Ray."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,10 @@ def parse_worker_groups(specs: list[str]) -> list[tuple[str, int]]:
     for spec in specs:
         resource, _, count = spec.rpartition(":")
         if not resource or not count.isdigit() or int(count) < 1:
-            raise ConfigError(f"--ray_worker_groups: each item must be RESOURCE:COUNT with COUNT >= 1, got {spec!r}",
-                              flag="--ray_worker_groups")
+            raise ConfigError(
+                f"--ray_worker_groups: each item must be RESOURCE:COUNT with COUNT >= 1, got {spec!r}",
+                flag="--ray_worker_groups",
+            )
         groups.append((resource, int(count)))
     return groups
 
@@ -46,8 +49,11 @@ def plan(cfg, nodes: list[str], driver_node: str, resources: set[str]) -> Placem
     next_worker = 0
     for resource, count in parse_worker_groups(cfg.ray_worker_groups):
         if resource not in resources:
-            raise ConfigError(f"--ray_worker_groups: no node of the cluster offers the resource {resource!r} "
-                              f"(it has: {', '.join(sorted(resources)) or 'none'})", flag="--ray_worker_groups")
+            raise ConfigError(
+                f"--ray_worker_groups: no node of the cluster offers the resource {resource!r} "
+                f"(it has: {', '.join(sorted(resources)) or 'none'})",
+                flag="--ray_worker_groups",
+            )
         workers = tuple(range(next_worker, next_worker + count))
         groups.append(WorkerGroup(node_agent_name(len(groups) + 1), workers, resource=resource))
         next_worker += count
@@ -56,8 +62,11 @@ def plan(cfg, nodes: list[str], driver_node: str, resources: set[str]) -> Placem
     if cfg.ray_workers_per_node > 0:
         counts = [min(cfg.ray_workers_per_node, max(0, rest - i * cfg.ray_workers_per_node)) for i in range(len(order))]
         if sum(counts) < rest:
-            raise ConfigError(f"--ray_workers_per_node={cfg.ray_workers_per_node}: {len(order)} node(s) hold "
-                              f"{sum(counts)} of the {rest} rollout workers to spread", flag="--ray_workers_per_node")
+            raise ConfigError(
+                f"--ray_workers_per_node={cfg.ray_workers_per_node}: {len(order)} node(s) hold "
+                f"{sum(counts)} of the {rest} rollout workers to spread",
+                flag="--ray_workers_per_node",
+            )
     else:
         base, extra = divmod(rest, len(order))
         counts = [base + (1 if i < extra else 0) for i in range(len(order))]

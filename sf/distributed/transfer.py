@@ -1,11 +1,13 @@
 """What crosses the network between a node agent and the driver, and how trajectories leave and enter the
 shared buffers. Per-step traffic never does: only whole trajectories (in chunks), weights and control messages.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import ray
@@ -63,7 +65,7 @@ def unpack(buffers: TrajectoryBuffers, slots: list[int], tensors: dict[str, np.n
     """Write trajectories received from a node into these buffers' `slots`."""
     for key, array in tensors.items():
         if key.startswith(OBS_PREFIX):
-            buffers.obs_np[key[len(OBS_PREFIX):]][slots] = array
+            buffers.obs_np[key[len(OBS_PREFIX) :]][slots] = array
         else:
             buffers.np[key][slots] = array
     buffers.np["traj_time"][slots] -= clock_offset()

@@ -4,6 +4,7 @@ A version is put only when a node asks for newer weights than it holds, and a no
 update has been applied (at most one in flight per node), so a learner that publishes faster than the nodes
 take its weights costs one put per version the nodes actually receive.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """The one object the rollout loop steps: a gymnasium env seen through sf's flat action vector and obs dict."""
+
 from __future__ import annotations
 
 from typing import Any

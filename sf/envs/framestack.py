@@ -4,6 +4,7 @@ As gymnasium's FrameStack (what Sample Factory's Atari setup uses): oldest first
 first observation fills the whole stack. sf stacks along the first axis, which is the channel axis of a
 (C, H, W) image and the feature axis of a vector, so the encoders take a stacked observation unchanged.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Any gymnasium id as an sf env: the generic family behind `sf_examples.train_gym_env`."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,9 @@ from sf.envs.registry import EnvConfig, EnvNotFoundError, register_env
 _UNKNOWN_ID_ERRORS = (error.NameNotFound, error.VersionNotFound, error.NamespaceNotFound, error.DeprecatedEnv)
 
 
-def make_gym_env(full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None) -> gymnasium.Env:
+def make_gym_env(
+    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
+) -> gymnasium.Env:
     try:
         return gymnasium.make(full_env_name, render_mode=render_mode)
     except _UNKNOWN_ID_ERRORS as e:  # gymnasium's message carries its own "Did you mean" suggestion

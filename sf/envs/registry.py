@@ -1,9 +1,11 @@
 """Name -> factory registry, so entry points pick an env family by `--env` without importing it by hand."""
+
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium
 
@@ -36,7 +38,9 @@ def registered_envs() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create_env(name: str, cfg: Any, env_config: EnvConfig | None = None, render_mode: str | None = None) -> gymnasium.Env:
+def create_env(
+    name: str, cfg: Any, env_config: EnvConfig | None = None, render_mode: str | None = None
+) -> gymnasium.Env:
     factory = _REGISTRY.get(name)
     if factory is None:
         raise EnvNotFoundError(_not_found_message(name))

@@ -5,10 +5,12 @@ float32 vector per agent: the categorical indices first, then the Gaussian compo
 The converters pick their conversion functions once, at construction, so that the per-step call
 does no type dispatch; a plain Box or a single Discrete/Box action converts with one function call.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -146,11 +148,15 @@ def _float32_bounds_inside(space: spaces.Box) -> tuple[np.ndarray, np.ndarray]:
 def _box_part(space: spaces.Box) -> _ActionPart:
     shape, dim = space.shape, int(np.prod(space.shape, dtype=np.int64))
     low, high = _float32_bounds_inside(space)
-    if np.isfinite(low).any() or np.isfinite(high).any():
-        clip: Callable[[np.ndarray], np.ndarray] = lambda a: a.clip(low, high)
-    else:
-        clip = lambda a: a.astype(np.float32)  # still a copy: the env must not alias sf's buffers
-    convert = clip if shape == (dim,) else (lambda a: clip(a).reshape(shape))
+    bounded = bool(np.isfinite(low).any() or np.isfinite(high).any())
+
+    def clip(a: np.ndarray) -> np.ndarray:
+        return a.clip(low, high) if bounded else a.astype(np.float32)  # a copy: the env must not alias sf's buffers
+
+    def clip_and_shape(a: np.ndarray) -> np.ndarray:
+        return clip(a).reshape(shape)
+
+    convert = clip if shape == (dim,) else clip_and_shape
     return _ActionPart((), dim, convert)
 
 

@@ -5,11 +5,12 @@ inference hot path; here the categorical part is one log-softmax per run of equa
 Discrete or an equal-sized MultiDiscrete is one `[B, G, K]` tensor, no loop) and the Gaussian part is a
 handful of elementwise ops.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ class _Block:
     action_start: int
 
 
-@lru_cache(maxsize=None)
+@cache
 def _blocks(discrete_sizes: tuple[int, ...]) -> tuple[_Block, ...]:
     blocks: list[_Block] = []
     logit_at = action_at = 0

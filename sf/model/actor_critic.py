@@ -4,6 +4,7 @@ With `--actor_critic_share_weights=False` the critic gets its own encoder, core 
 still travel as one tensor between the stages (features and RNN states concatenated, actor first), so callers
 see the same interface either way.
 """
+
 from __future__ import annotations
 
 import math
@@ -148,8 +149,9 @@ class ActorCritic(nn.Module):
         log_std = action_logits[:, num_logits:].clamp(LOG_STD_MIN, LOG_STD_MAX)
         return ActionDistribution(self.action_spec, action_logits[:, :num_logits], log_std)
 
-    def forward(self, obs_norm: dict[str, torch.Tensor], rnn_states: torch.Tensor | None,
-                deterministic: bool = False) -> PolicyOutput:
+    def forward(
+        self, obs_norm: dict[str, torch.Tensor], rnn_states: torch.Tensor | None, deterministic: bool = False
+    ) -> PolicyOutput:
         core_out, new_rnn_states = self.forward_core(self.forward_head(obs_norm), rnn_states)
         action_logits, values = self.forward_tail(core_out)
         dist = self.action_distribution(action_logits)

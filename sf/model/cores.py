@@ -1,6 +1,7 @@
 """Recurrent cores. RNN state travels as one flat float tensor [B, state_size] so buffers and queues stay
 plain tensors: GRU state is the layers' h side by side, LSTM state is all h followed by all c.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,14 +43,19 @@ class RnnCore(nn.Module):
         """[B, S] -> what nn.GRU / nn.LSTM take ([L, B, H], or a pair of them)."""
         if h is None:
             return None
-        layers = lambda s: s.reshape(h.shape[0], self.num_layers, self.rnn_size).transpose(0, 1).contiguous()
+
+        def layers(s: torch.Tensor) -> torch.Tensor:
+            return s.reshape(h.shape[0], self.num_layers, self.rnn_size).transpose(0, 1).contiguous()
+
         if self.is_lstm:
             half = self.state_size // 2
             return layers(h[:, :half]), layers(h[:, half:])
         return layers(h)
 
     def _flatten(self, state) -> torch.Tensor:
-        flat = lambda s: s.transpose(0, 1).reshape(s.shape[1], -1)
+        def flat(s: torch.Tensor) -> torch.Tensor:
+            return s.transpose(0, 1).reshape(s.shape[1], -1)
+
         return torch.cat([flat(state[0]), flat(state[1])], dim=1) if self.is_lstm else flat(state)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 Image keys are [C, H, W] float tensors already scaled by `ObsNormalizer`; every other key is flattened.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,10 @@ class _ResidualBlock(nn.Module):
     def __init__(self, channels: int, nonlinearity: str):
         super().__init__()
         self.body = nn.Sequential(
-            activation(nonlinearity), nn.Conv2d(channels, channels, 3, padding=1),
-            activation(nonlinearity), nn.Conv2d(channels, channels, 3, padding=1),
+            activation(nonlinearity),
+            nn.Conv2d(channels, channels, 3, padding=1),
+            activation(nonlinearity),
+            nn.Conv2d(channels, channels, 3, padding=1),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -90,8 +93,9 @@ class ConvEncoder(nn.Module):
             with torch.no_grad():
                 conv_out = self.trunk(torch.zeros(1, *shape)).numel()
         except RuntimeError as e:
-            raise ValueError(f"observation {key!r} of shape {shape} is too small for --encoder_conv_architecture="
-                             f"{arch}: {e}") from e
+            raise ValueError(
+                f"observation {key!r} of shape {shape} is too small for --encoder_conv_architecture={arch}: {e}"
+            ) from e
         self.mlp = Mlp(conv_out, list(cfg.encoder_conv_mlp_layers), cfg.nonlinearity)
         self.out_size = self.mlp.out_size
         self.precision = cfg.precision

@@ -1,6 +1,7 @@
 """Observation preprocessing shared by inference and learning: float32 conversion, fixed scaling of uint8
 keys, and optional running mean/std normalization whose statistics are checkpointed buffers.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ convert to float and take the per-pixel `var_mean` over the batch, and about 280
 clip and lay the result out channels-last for the conv encoder. `uint8_moments` takes about 10 ms and
 `uint8_affine_channels_last` about 35 ms for the same work (`benchmarks/bench_obs_normalizer.py`).
 """
+
 from __future__ import annotations
 
 import numba
@@ -23,8 +24,9 @@ def _moments_kernel(x: np.ndarray, sums: np.ndarray, sumsq: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
-def _affine_kernel(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, lo: np.float32, hi: np.float32,
-                   out: np.ndarray) -> None:
+def _affine_kernel(
+    x: np.ndarray, scale: np.ndarray, shift: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray
+) -> None:
     """out[n, h, w, c] = clip(x[n, c, h, w] * scale[h, w, c] + shift[h, w, c]); reads stay sequential."""
     n_rows, channels, height, width = x.shape
     for n in range(n_rows):
@@ -52,8 +54,9 @@ def hwc_array(per_pixel: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(per_pixel.detach().to(torch.float32).permute(1, 2, 0).numpy())
 
 
-def uint8_affine_channels_last(x: torch.Tensor, scale_hwc: np.ndarray, shift_hwc: np.ndarray,
-                               clip: float | None) -> torch.Tensor:
+def uint8_affine_channels_last(
+    x: torch.Tensor, scale_hwc: np.ndarray, shift_hwc: np.ndarray, clip: float | None
+) -> torch.Tensor:
     """float32 `clip(x * scale + shift)` for uint8 images x [N, C, H, W] with per-element scale and shift
     (from `hwc_array`), returned in channels-last memory (the layout the conv encoder runs fastest on)."""
     n, c, h, w = x.shape

@@ -7,10 +7,12 @@ trees, because only the loop sees them: the time it blocks on its inbox, the tim
 component's handlers (for components sharing a process, that is the idle one's wait), and its own dispatch and
 message (de)serialization.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Protocol
+from typing import Protocol
 
 WAIT_PREFIX = "wait_"
 LOOP_OVERHEAD = "loop_overhead"
@@ -48,7 +50,9 @@ def activity_of(tree: dict, lifetime_s: float, base: str = "") -> Activity:
     level = activity_level(tree, base)
     waits = {key: entry["time"] for key, entry in level.items() if key.startswith(WAIT_PREFIX)}
     overhead = level[LOOP_OVERHEAD]["time"] if LOOP_OVERHEAD in level else 0.0
-    work = sum(entry["time"] for key, entry in level.items() if key != LOOP_OVERHEAD and not key.startswith(WAIT_PREFIX))
+    work = sum(
+        entry["time"] for key, entry in level.items() if key != LOOP_OVERHEAD and not key.startswith(WAIT_PREFIX)
+    )
     return Activity(lifetime_s, work, sum(waits.values()), overhead, waits)
 
 
@@ -98,8 +102,12 @@ class LoopMeter:
         busy_total = sum(c.busy_s for c in components)
         lifetime = now - self.start
         dispatch = lifetime - self.blocked_s - self.deserialize_s - self.serialize_s - self.timers_s - busy_total
-        overhead = {"dispatch": max(0.0, dispatch), "deserialize": self.deserialize_s,
-                    "serialize": self.serialize_s, "timers": self.timers_s}
+        overhead = {
+            "dispatch": max(0.0, dispatch),
+            "deserialize": self.deserialize_s,
+            "serialize": self.serialize_s,
+            "timers": self.timers_s,
+        }
         for component in components:
             self._close(component, busy_total)
             prefix = f"{component.timing_base}/" if component.timing_base else ""

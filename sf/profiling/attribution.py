@@ -15,11 +15,12 @@ Because each instant gets exactly one label, a row's layers sum to the time its 
 sum to the window. Kernel time that overlaps CPU work is not on the critical path; it is reported on the side
 per row (`kernel_busy_s`, attributed to the row that launched the kernel) and for the whole window.
 """
+
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from sf.profiling.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span
 
@@ -61,8 +62,14 @@ def is_synchronizing(name: str) -> bool:
     return "Synchronize" in name or (name.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in name)
 
 
-def attribute(spans: list[Span], main_thread: int, window: tuple[int, int], row_of: Callable[[str], str],
-              loop_row: str, nvml_samples: list[tuple[int, float]] | None = None) -> Attribution:
+def attribute(
+    spans: list[Span],
+    main_thread: int,
+    window: tuple[int, int],
+    row_of: Callable[[str], str],
+    loop_row: str,
+    nvml_samples: list[tuple[int, float]] | None = None,
+) -> Attribution:
     """Split `window` (ns) of `main_thread` by row and layer. `row_of` maps a scope span's name to its row;
     time under no scope goes to `loop_row`. `nvml_samples` are (end of sample period ns, utilization 0..1)."""
     lo, hi = window

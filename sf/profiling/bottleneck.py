@@ -12,6 +12,7 @@ where B' is the same maximum with X's seconds divided by k. The verdict is the k
 Time a process spent runnable but waiting for a core is reported, not removed: on a machine shared with other work
 every process gets a share of a core, and a process busy all the time is still the one the others wait for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,15 @@ from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
 from sf.profiling.run_data import ComponentActivity, Experiment
 
 KINDS = ("simulation", "inference", "learner", "batcher", "communication")
-COMMUNICATION_KEYS = {"send_messages", "deserialize", "serialize", "enqueue_policy_requests", "releasing_batches",
-                      LOOP_OVERHEAD, "dispatch"}
+COMMUNICATION_KEYS = {
+    "send_messages",
+    "deserialize",
+    "serialize",
+    "enqueue_policy_requests",
+    "releasing_batches",
+    LOOP_OVERHEAD,
+    "dispatch",
+}
 ROLE_KIND = {"InferenceWorker": "inference", "Learner": "learner", "Batcher": "batcher"}
 SPEEDUP = 2.0
 
@@ -114,8 +122,15 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
         kinds = {k for busy, _, _ in members for k in busy}
         mean_busy = {k: sum(b.get(k, 0.0) for b, _, _ in members) / len(members) for k in kinds}
         cpus = [c for _, c, _ in members if c is not None]
-        loads.append(ProcessLoad(label, len(members), mean_busy, sum(cpus) / len(cpus) if cpus else None,
-                                 sum(d for _, _, d in members) / len(members)))
+        loads.append(
+            ProcessLoad(
+                label,
+                len(members),
+                mean_busy,
+                sum(cpus) / len(cpus) if cpus else None,
+                sum(d for _, _, d in members) / len(members),
+            )
+        )
     return loads
 
 
@@ -157,15 +172,22 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
         after, limit = _bound(loads, cores, {kind: speedup})
         gain = now / after - 1 if after > 0 else float("inf")
         what_if.append(WhatIf(kind, speedup, gain, limit))
-    limiting_busy = next((l.busy for l in loads if l.label == limiting), {})
+    limiting_busy = next((load.busy for load in loads if load.label == limiting), {})
     what_if.sort(key=lambda w: (-round(w.fps_gain, 3), -limiting_busy.get(w.kind, 0.0)))
     kind = what_if[0].kind
-    evidence = [f"{load.label} (x{load.count}): busy {sum(load.busy.values()):.0%} of its time, "
-                + ", ".join(f"{k} {v:.0%}" for k, v in sorted(load.busy.items(), key=lambda kv: -kv[1]))
-                + (f"; {load.cpu:.2f} cores each" if load.cpu is not None else "")
-                + (f"; runnable but waiting for a core {load.run_delay:.0%} (an oversubscribed machine inflates every"
-                   " busy time)" if load.run_delay >= 0.2 else "")
-                for load in sorted(loads, key=lambda l: -sum(l.busy.values())) if load.busy]
+    evidence = [
+        f"{load.label} (x{load.count}): busy {sum(load.busy.values()):.0%} of its time, "
+        + ", ".join(f"{k} {v:.0%}" for k, v in sorted(load.busy.items(), key=lambda kv: -kv[1]))
+        + (f"; {load.cpu:.2f} cores each" if load.cpu is not None else "")
+        + (
+            f"; runnable but waiting for a core {load.run_delay:.0%} (an oversubscribed machine inflates every"
+            " busy time)"
+            if load.run_delay >= 0.2
+            else ""
+        )
+        for load in sorted(loads, key=lambda load: -sum(load.busy.values()))
+        if load.busy
+    ]
     if cores and all(load.cpu is not None for load in loads):
         used = sum(load.count * load.cpu for load in loads)
         evidence.append(f"CPU: {used:.2f} of {cores} cores in use ({used / cores:.0%})")
@@ -176,8 +198,11 @@ def group_kind_per_frame(experiment: Experiment) -> dict[tuple[str, str], float]
     """(process group, kind) -> busy seconds per frame of one process of the group: what a change is measured on."""
     if experiment.fps <= 0:
         return {}
-    return {(load.label, kind): busy / experiment.fps for load in process_loads(experiment)
-            for kind, busy in load.busy.items()}
+    return {
+        (load.label, kind): busy / experiment.fps
+        for load in process_loads(experiment)
+        for kind, busy in load.busy.items()
+    }
 
 
 def predict_fps(experiment: Experiment, speedups: dict) -> float:

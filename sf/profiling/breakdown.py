@@ -14,6 +14,7 @@ table.
 The training module is the first word after `--` when it is not a flag (`sf_examples.vizdoom.train_vizdoom`);
 otherwise it follows from `--env`: `doom_*` VizDoom, `mujoco_*` MuJoCo, anything else a gymnasium id.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,13 +108,19 @@ def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01
         components[name], _ = corrected(times, costs)
     rows = fold_small_rows(rows, min_share * result.window_s, keep=(WINDOW_RANGE,))
     events = {kind: sum(1 for s in spans if s.kind == kind) for kind in ("scope", "sim", "op", "cuda_api", "kernel")}
-    return dict(rows=dict(sorted(rows.items())), components=components, window_s=result.window_s,
-                overhead_s=overhead, excess_s=excess, kernel_busy_s=result.kernel_busy_s,
-                nvml_busy_s=result.nvml_busy_s, events=events)
+    return dict(
+        rows=dict(sorted(rows.items())),
+        components=components,
+        window_s=result.window_s,
+        overhead_s=overhead,
+        excess_s=excess,
+        kernel_busy_s=result.kernel_busy_s,
+        nvml_busy_s=result.nvml_busy_s,
+        events=events,
+    )
 
 
-def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str,
-                      pairs: int) -> in_situ.InSituCalibration:
+def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str, pairs: int) -> in_situ.InSituCalibration:
     """Short slices of the training, plain and profiled in turn, priced at `costs` (`sf.profiling.in_situ`)."""
     names = (f"slice{i}" for i in itertools.count())
 
@@ -136,21 +143,34 @@ def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str,
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         split = argv.index("--")
-        own, training = argv[:split], argv[split + 1:]
+        own, training = argv[:split], argv[split + 1 :]
     else:
         own, training = [], argv
-    parser = argparse.ArgumentParser(prog="python -m sf.profile breakdown",
-                                     usage="%(prog)s [--min_share F] [--per_worker] [--skip_uninstrumented] -- <training flags>",
-                                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--min_share", type=float, default=0.01,
-                        help="operations under this share of the main loop join their parent scope's row")
-    parser.add_argument("--per_worker", action="store_true",
-                        help="one row per rollout worker instead of one for all of them")
-    parser.add_argument("--skip_uninstrumented", action="store_true",
-                        help="do not run the plain comparison runs (no overhead check)")
-    parser.add_argument("--calibration_pairs", type=int, default=3,
-                        help="pairs of short plain and profiled slices of the training that measure what an event "
-                             "costs in it (0: the micro-benchmarks' costs alone)")
+    parser = argparse.ArgumentParser(
+        prog="python -m sf.profile breakdown",
+        usage="%(prog)s [--min_share F] [--per_worker] [--skip_uninstrumented] -- <training flags>",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--min_share",
+        type=float,
+        default=0.01,
+        help="operations under this share of the main loop join their parent scope's row",
+    )
+    parser.add_argument(
+        "--per_worker", action="store_true", help="one row per rollout worker instead of one for all of them"
+    )
+    parser.add_argument(
+        "--skip_uninstrumented", action="store_true", help="do not run the plain comparison runs (no overhead check)"
+    )
+    parser.add_argument(
+        "--calibration_pairs",
+        type=int,
+        default=3,
+        help="pairs of short plain and profiled slices of the training that measure what an event "
+        "costs in it (0: the micro-benchmarks' costs alone)",
+    )
     args = parser.parse_args(own)
     if not training:
         parser.error("give the training flags after `--`, e.g. -- --env=CartPole-v1 --train_for_env_steps=20000")
@@ -161,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args, training = parse_args(list(sys.argv[1:] if argv is None else argv))
     module, flags = training_module(training)
     if _flag_value(flags, "serial_mode") not in (None, "True", "true", "1"):
-        print("breakdown: running in serial mode (one process, so the profiler sees every component)",
-              file=sys.stderr)
+        print("breakdown: running in serial mode (one process, so the profiler sees every component)", file=sys.stderr)
     flags = [*flags, *SERIAL_FLAGS]
     experiment = _flag_value(flags, "experiment") or "breakdown"
     train_dir = Path(_flag_value(flags, "train_dir") or "./train_dir")
@@ -203,12 +222,20 @@ def main(argv: list[str] | None = None) -> int:
     spans = spans_from_kineto(capture.profiler.profiler.kineto_results.events(), capture.range_names, SIM_RANGE)
     pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share, args.per_worker)
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
-    result = Breakdown(command=[module, *training], mode="serial", device=device, costs=costs,
-                       micro_costs=micro_costs, calibration=calibration,
-                       baseline_runs_s=[run[0] for run in plain_runs], env_frames=frames,
-                       baseline_env_frames=plain_runs[0][1] if plain_runs else None,
-                       window_clock=total_clock(capture.loop_clocks),
-                       baseline_clock=mean_clock([run[2] for run in plain_runs]), **pieces)
+    result = Breakdown(
+        command=[module, *training],
+        mode="serial",
+        device=device,
+        costs=costs,
+        micro_costs=micro_costs,
+        calibration=calibration,
+        baseline_runs_s=[run[0] for run in plain_runs],
+        env_frames=frames,
+        baseline_env_frames=plain_runs[0][1] if plain_runs else None,
+        window_clock=total_clock(capture.loop_clocks),
+        baseline_clock=mean_clock([run[2] for run in plain_runs]),
+        **pieces,
+    )
     out_dir = experiment_dir / "profiling"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "breakdown.json").write_text(json.dumps(result.to_dict(), indent=2))

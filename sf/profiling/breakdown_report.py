@@ -1,4 +1,5 @@
 """The breakdown as a table (stdout), a JSON document and a stacked bar chart (PNG)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -9,10 +10,20 @@ from sf.profiling.calibration import EventCosts
 from sf.profiling.capture import LoopClock
 from sf.profiling.in_situ import InSituCalibration
 
-LAYER_TITLES = {"simulator": "simulator", "python": "Python", "backend": "backend", "cuda_api": "CUDA API",
-                "gpu": "GPU kernels"}
-LAYER_COLORS = {"simulator": "#4daf4a", "python": "#377eb8", "backend": "#ff7f00", "cuda_api": "#984ea3",
-                "gpu": "#e41a1c"}
+LAYER_TITLES = {
+    "simulator": "simulator",
+    "python": "Python",
+    "backend": "backend",
+    "cuda_api": "CUDA API",
+    "gpu": "GPU kernels",
+}
+LAYER_COLORS = {
+    "simulator": "#4daf4a",
+    "python": "#377eb8",
+    "backend": "#ff7f00",
+    "cuda_api": "#984ea3",
+    "gpu": "#e41a1c",
+}
 
 
 @dataclass
@@ -78,27 +89,39 @@ class Breakdown:
     def to_dict(self) -> dict:
         def row_dict(times: RowTimes) -> dict:
             out = {layer: getattr(times, layer) for layer in LAYERS}
-            out.update(total_s=times.total, kernel_busy_s=times.kernel_busy_s, nvml_busy_s=times.nvml_busy_s,
-                       events={"scopes": times.scopes, "sims": times.sims, "ops": times.ops,
-                               "nested_ops": times.nested_ops})
+            out.update(
+                total_s=times.total,
+                kernel_busy_s=times.kernel_busy_s,
+                nvml_busy_s=times.nvml_busy_s,
+                events={"scopes": times.scopes, "sims": times.sims, "ops": times.ops, "nested_ops": times.nested_ops},
+            )
             return out
 
         return {
-            "command": self.command, "mode": self.mode, "device": self.device,
-            "event_costs_s": self.costs.to_dict(), "events": self.events,
+            "command": self.command,
+            "mode": self.mode,
+            "device": self.device,
+            "event_costs_s": self.costs.to_dict(),
+            "events": self.events,
             "micro_event_costs_s": self.micro_costs and self.micro_costs.to_dict(),
             "in_situ_calibration": self.calibration and self.calibration.to_dict(),
-            "window_s": self.window_s, "overhead_s": self.overhead_s, "overhead_excess_s": self.excess_s,
-            "corrected_s": self.corrected_s, "columns_sum_s": self.columns_s,
-            "uninstrumented_s": self.baseline_s, "uninstrumented_runs_s": self.baseline_runs_s,
+            "window_s": self.window_s,
+            "overhead_s": self.overhead_s,
+            "overhead_excess_s": self.excess_s,
+            "corrected_s": self.corrected_s,
+            "columns_sum_s": self.columns_s,
+            "uninstrumented_s": self.baseline_s,
+            "uninstrumented_runs_s": self.baseline_runs_s,
             "corrected_vs_uninstrumented": self.deviation(self.corrected_s),
             "columns_vs_uninstrumented": self.deviation(self.columns_s),
             "window_clock": self.window_clock and asdict(self.window_clock),
             "uninstrumented_clock": self.baseline_clock and asdict(self.baseline_clock),
             "corrected_cpu_vs_uninstrumented": self.corrected_cpu_deviation,
             "corrected_vs_uninstrumented_less_core_wait": self.corrected_unloaded_deviation,
-            "env_frames": self.env_frames, "uninstrumented_env_frames": self.baseline_env_frames,
-            "kernel_busy_s": self.kernel_busy_s, "nvml_busy_s": self.nvml_busy_s,
+            "env_frames": self.env_frames,
+            "uninstrumented_env_frames": self.baseline_env_frames,
+            "kernel_busy_s": self.kernel_busy_s,
+            "nvml_busy_s": self.nvml_busy_s,
             "layers": list(LAYERS),
             "rows": {name: row_dict(times) for name, times in self.rows.items()},
             "components": {name: row_dict(times) for name, times in self.components.items()},
@@ -112,65 +135,90 @@ def _pct(value: float | None) -> str:
 def table(result: Breakdown) -> str:
     gpu = result.device != "cpu"
     width = max([len(name) for name in result.rows] + [20])
-    head = f"{'operation':<{width}} {'wall s':>8} {'share':>6} " + " ".join(f"{LAYER_TITLES[l]:>11}" for l in LAYERS)
+    head = f"{'operation':<{width}} {'wall s':>8} {'share':>6} " + " ".join(
+        f"{LAYER_TITLES[layer]:>11}" for layer in LAYERS
+    )
     if gpu:
         head += f" {'kernel busy':>11}"
-    lines = [f"cross-stack breakdown ({result.mode} mode, {result.device}), seconds of the main loop", head,
-             "-" * len(head)]
+    lines = [
+        f"cross-stack breakdown ({result.mode} mode, {result.device}), seconds of the main loop",
+        head,
+        "-" * len(head),
+    ]
     total = result.columns_s or 1.0
     for name, times in result.rows.items():
         line = f"{name:<{width}} {times.total:8.3f} {times.total / total:6.1%} " + " ".join(
-            f"{getattr(times, layer):11.3f}" for layer in LAYERS)
+            f"{getattr(times, layer):11.3f}" for layer in LAYERS
+        )
         if gpu:
             line += f" {times.kernel_busy_s:11.3f}"
         lines.append(line)
     lines.append("-" * len(head))
     sums = {layer: sum(getattr(t, layer) for t in result.rows.values()) for layer in LAYERS}
-    lines.append(f"{'total':<{width}} {result.columns_s:8.3f} {1:6.1%} " + " ".join(
-        f"{sums[layer]:11.3f}" for layer in LAYERS))
-    lines.append(f"{'share':<{width}} {'':8} {'':6} " + " ".join(
-        f"{sums[layer] / total:11.1%}" for layer in LAYERS))
+    lines.append(
+        f"{'total':<{width}} {result.columns_s:8.3f} {1:6.1%} " + " ".join(f"{sums[layer]:11.3f}" for layer in LAYERS)
+    )
+    lines.append(f"{'share':<{width}} {'':8} {'':6} " + " ".join(f"{sums[layer] / total:11.1%}" for layer in LAYERS))
     lines.append("")
     c = result.costs
-    lines.append(f"instrumentation cost per event in tight loops: scope range {c.scope_s * 1e6:.2f} us, simulator "
-                 f"range {c.sim_s * 1e6:.2f} us, op {c.op_s * 1e6:.2f} us (of which {c.op_inside_s * 1e6:.2f} us "
-                 "inside it)")
+    lines.append(
+        f"instrumentation cost per event in tight loops: scope range {c.scope_s * 1e6:.2f} us, simulator "
+        f"range {c.sim_s * 1e6:.2f} us, op {c.op_s * 1e6:.2f} us (of which {c.op_inside_s * 1e6:.2f} us "
+        "inside it)"
+    )
     if result.calibration is not None:
         cal = result.calibration
-        added = ", ".join(f"{p.frames:,} frames +{p.added_s:.3f} s (priced {p.priced.total_s:.3f} s)"
-                          for p in cal.pairs)
-        lines.append(f"in the training (plain and profiled calibration slices: {added}): the Python side of each "
-                     f"event x{c.python_scale:.2f}" + (f" ({cal.note})" if cal.note else ""))
-    lines.append(f"events: " + ", ".join(f"{k} {v:,}" for k, v in result.events.items()))
-    lines.append(f"instrumented main loop {result.window_s:.3f} s - instrumentation {result.overhead_s:.3f} s "
-                 f"= corrected {result.corrected_s:.3f} s")
+        added = ", ".join(
+            f"{p.frames:,} frames +{p.added_s:.3f} s (priced {p.priced.total_s:.3f} s)" for p in cal.pairs
+        )
+        lines.append(
+            f"in the training (plain and profiled calibration slices: {added}): the Python side of each "
+            f"event x{c.python_scale:.2f}" + (f" ({cal.note})" if cal.note else "")
+        )
+    lines.append("events: " + ", ".join(f"{k} {v:,}" for k, v in result.events.items()))
+    lines.append(
+        f"instrumented main loop {result.window_s:.3f} s - instrumentation {result.overhead_s:.3f} s "
+        f"= corrected {result.corrected_s:.3f} s"
+    )
     if result.baseline_s is not None:
         runs = " and ".join(f"{t:.3f}" for t in result.baseline_runs_s)
-        lines.append(f"uninstrumented main loop {result.baseline_s:.3f} s (mean of {runs} s, before and after; "
-                     f"{result.baseline_env_frames:,} frames; "
-                     f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
-                     f"columns sum {_pct(result.deviation(result.columns_s))}")
+        lines.append(
+            f"uninstrumented main loop {result.baseline_s:.3f} s (mean of {runs} s, before and after; "
+            f"{result.baseline_env_frames:,} frames; "
+            f"profiled run {result.env_frames:,}): corrected total {_pct(result.deviation(result.corrected_s))}, "
+            f"columns sum {_pct(result.deviation(result.columns_s))}"
+        )
         if result.unloaded_s is not None:
             corrected, baseline = result.unloaded_s
-            lines.append(f"less the time the main thread waited for a core (a busy machine's share): uninstrumented "
-                         f"{baseline:.3f} s, corrected {corrected:.3f} s: "
-                         f"{_pct(result.corrected_unloaded_deviation)}")
+            lines.append(
+                f"less the time the main thread waited for a core (a busy machine's share): uninstrumented "
+                f"{baseline:.3f} s, corrected {corrected:.3f} s: "
+                f"{_pct(result.corrected_unloaded_deviation)}"
+            )
         if result.corrected_cpu_deviation is not None:
-            lines.append(f"main-thread CPU: uninstrumented {result.baseline_clock.cpu_s:.3f} s, instrumented "
-                         f"{result.window_clock.cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)}")
+            lines.append(
+                f"main-thread CPU: uninstrumented {result.baseline_clock.cpu_s:.3f} s, instrumented "
+                f"{result.window_clock.cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)}"
+            )
     if result.excess_s > 0.01 * result.window_s:
-        lines.append(f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "
-                     "(the calibration overestimates this workload's per-event cost)")
+        lines.append(
+            f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "
+            "(the calibration overestimates this workload's per-event cost)"
+        )
     if gpu:
         lines.append("")
         lines.append("GPU: kernel-busy time against what NVML (nvidia-smi) reports for the same intervals")
         for name, times in result.components.items():
             nvml = "n/a" if times.nvml_busy_s is None else f"{times.nvml_busy_s:.3f} s"
-            lines.append(f"  {name:<{width}} CPU time {times.total:8.3f} s  kernel busy {times.kernel_busy_s:8.3f} s"
-                         f"  NVML busy {nvml}")
+            lines.append(
+                f"  {name:<{width}} CPU time {times.total:8.3f} s  kernel busy {times.kernel_busy_s:8.3f} s"
+                f"  NVML busy {nvml}"
+            )
         nvml = "n/a" if result.nvml_busy_s is None else f"{result.nvml_busy_s / result.window_s:.1%}"
-        lines.append(f"  whole window: kernels busy {result.kernel_busy_s / result.window_s:.1%} of the time, "
-                     f"NVML utilization {nvml}")
+        lines.append(
+            f"  whole window: kernels busy {result.kernel_busy_s / result.window_s:.1%} of the time, "
+            f"NVML utilization {nvml}"
+        )
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ nothing:
   recorded length of an operator that does nothing (`resolve_conj` of a real tensor). An op nested in another
   puts its whole `op_s` inside its parent; an outermost op puts `op_inside_s` in the backend and the rest in Python.
 """
+
 from __future__ import annotations
 
 import statistics

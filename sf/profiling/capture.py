@@ -6,12 +6,14 @@ against about 13 us for the Python `record_function` context manager), opened on
 open. The window is the Runner's `main_loop` scope: the profiler starts just before its clock starts and stops
 just after it stops, so the window measures what an uninstrumented run's `main_loop` measures.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -38,8 +40,9 @@ def profiler_activities() -> list:
 class ScopeRanges:
     """A Timing scope hook: while `active`, each scope is a profiler range named after its component and path."""
 
-    def __init__(self, on_window_start: Callable[[], None] | None = None,
-                 on_window_end: Callable[[], None] | None = None):
+    def __init__(
+        self, on_window_start: Callable[[], None] | None = None, on_window_end: Callable[[], None] | None = None
+    ):
         self.names: dict[Any, str] = {}
         self.stack: list[tuple[Any, Any]] = []
         self.active = False
@@ -146,8 +149,9 @@ def event_loop_clocks(record: list[LoopClock]) -> Iterator[list[LoopClock]]:
             return original(self)
         finally:
             end_wait = _core_wait_s()
-            record.append(LoopClock(time.thread_time() - cpu,
-                                    None if wait is None or end_wait is None else end_wait - wait))
+            record.append(
+                LoopClock(time.thread_time() - cpu, None if wait is None or end_wait is None else end_wait - wait)
+            )
 
     EventLoop.run = run
     try:

@@ -1,4 +1,5 @@
 """PNG charts for the report and the diff (matplotlib, headless)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,11 @@ def activity_bars(report: Report, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
     names = [r.name for r in rows]
     left = [0.0] * len(rows)
-    for label, values in (("work", [r.work for r in rows]), ("wait", [r.wait for r in rows]),
-                          ("loop overhead", [r.overhead for r in rows])):
+    for label, values in (
+        ("work", [r.work for r in rows]),
+        ("wait", [r.wait for r in rows]),
+        ("loop overhead", [r.overhead for r in rows]),
+    ):
         ax.barh(names, [100 * v for v in values], left=left, color=COLORS[label], label=label)
         left = [a + 100 * b for a, b in zip(left, values)]
     ax.invert_yaxis()
@@ -62,8 +66,13 @@ def diff_bars(comparison: Comparison, path: Path, top: int = 25) -> Path:
     labels = [r.key for r in rows]
     values = [100 * r.change for r in rows]
     noise = [100 * r.noise for r in rows]
-    ax.barh(labels, values, xerr=noise, color=["#c44e52" if r.marked else "#8c8c8c" for r in rows],
-            error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.barh(
+        labels,
+        values,
+        xerr=noise,
+        color=["#c44e52" if r.marked else "#8c8c8c" for r in rows],
+        error_kw={"elinewidth": 0.8, "capsize": 2},
+    )
     ax.axvline(0, color="black", linewidth=0.8)
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("change, % (red: beyond run-to-run noise; bars: noise)")

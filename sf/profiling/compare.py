@@ -29,6 +29,7 @@ A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, a
 of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
 else does, so marking it would only repeat the cause.
 """
+
 from __future__ import annotations
 
 import json
@@ -123,8 +124,11 @@ def core_wait_slowdown(cpu_s: float | None, run_delay_s: float | None) -> float 
 def run_slowdown(experiment: Experiment) -> float | None:
     """`core_wait_slowdown` of all the run's processes together (its own processes included, so two runs of one
     command on a free machine read the same): how oversubscribed the machine was while the run ran."""
-    clocks = {c.pid: (c.cpu_s, c.run_delay_s) for c in experiment.components
-              if c.cpu_s is not None and c.run_delay_s is not None}
+    clocks = {
+        c.pid: (c.cpu_s, c.run_delay_s)
+        for c in experiment.components
+        if c.cpu_s is not None and c.run_delay_s is not None
+    }
     return core_wait_slowdown(sum(cpu for cpu, _ in clocks.values()), sum(delay for _, delay in clocks.values()))
 
 
@@ -150,13 +154,16 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
         flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
             rates = [(fb.get(path, 0.0) - fa.get(path, 0.0)) / dt for fa, fb, dt in flat_blocks]
-            out[(f"{c.name}/{path}", "s/frame")] = _Measure(seconds / window_frames, _rel_spread(rates),
-                                                           seconds / lifetime, slowdown, c.name)
+            out[(f"{c.name}/{path}", "s/frame")] = _Measure(
+                seconds / window_frames, _rel_spread(rates), seconds / lifetime, slowdown, c.name
+            )
         if c.cpu_s is not None:
-            cpu_rates = [(b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks
-                         if a.cpu_s is not None and b.cpu_s is not None]
-            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0,
-                                                             slowdown, c.name)
+            cpu_rates = [
+                (b.cpu_s - a.cpu_s) / (b.t - a.t) for a, b in blocks if a.cpu_s is not None and b.cpu_s is not None
+            ]
+            out[(f"{c.name}/cpu", "cpu s/frame")] = _Measure(
+                c.cpu_s / window_frames, _rel_spread(cpu_rates), 1.0, slowdown, c.name
+            )
     fps_series = _fps_series(experiment)
     out[("fps", "frames/s")] = _Measure(experiment.fps, _rel_spread(fps_series), 1.0, run_slowdown(experiment))
     profile = json.loads((experiment.path / "profile.json").read_text())
@@ -217,8 +224,17 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         a, b = ma.get(key), mb.get(key)
         if a is None or b is None:
             present = a or b
-            rows.append(DiffRow(key[0], key[1], a.value if a else None, b.value if b else None,
-                                float("inf") if a is None else -1.0, 0.0, present.share >= MIN_SHARE))
+            rows.append(
+                DiffRow(
+                    key[0],
+                    key[1],
+                    a.value if a else None,
+                    b.value if b else None,
+                    float("inf") if a is None else -1.0,
+                    0.0,
+                    present.share >= MIN_SHARE,
+                )
+            )
             continue
         change = (b.value - a.value) / a.value if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
         spreads = [s if s is not None else DEFAULT_NOISE for s in (a.spread, b.spread)]
@@ -228,26 +244,39 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         common = 0.0
         if move is not None and (move - 1.0) * change > 0:
             common = load_change(move, 1.0) * _cpu_bound_part(ma, mb, a.process, a.value, b.value)
-        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load ** 2 + common ** 2)
+        noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load**2 + common**2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
-        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked,
-                            None if move is None else move - 1.0))
+        rows.append(
+            DiffRow(key[0], key[1], a.value, b.value, change, noise, marked, None if move is None else move - 1.0)
+        )
     return Comparison(str(baseline.path), str(run.path), rows)
 
 
 def format_text(comparison: Comparison, top: int = 30) -> str:
     marked = comparison.marked
-    lines = [f"sf profile diff: {comparison.run}", f"baseline:        {comparison.baseline}",
-             f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)", "",
-             f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'process':>8} {'noise':>7}"]
-    shown = sorted(comparison.rows, key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9))
+    lines = [
+        f"sf profile diff: {comparison.run}",
+        f"baseline:        {comparison.baseline}",
+        f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)",
+        "",
+        f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'process':>8} {'noise':>7}",
+    ]
+    shown = sorted(
+        comparison.rows,
+        key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9),
+    )
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4g}"
+
     for r in shown[:top]:
-        fmt = (lambda v: "-" if v is None else f"{v:.4g}")
         change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
         process = "" if r.process_change is None else f"{r.process_change:+.0%}"
-        lines.append(f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {process:>8} "
-                     f"{r.noise:>6.0%}")
+        lines.append(
+            f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {process:>8} "
+            f"{r.noise:>6.0%}"
+        )
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ which is the same keys without the prefix), validated once and handed to the lau
 
 Nothing else reads the raw flags: the runners and the per-process hooks only see a `ProfilingConfig`.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -118,27 +119,46 @@ def profiling_config(cfg) -> ProfilingConfig:
         groups = [g for g in GROUPS if not (backend in WRAPPERS and g == "Runner")]
     for group in groups:
         if group not in GROUPS:
-            raise ConfigError(f"--profiling_worker_groups: unknown group {group!r} (choose from {', '.join(GROUPS)}, "
-                              "or all)", flag="--profiling_worker_groups")
+            raise ConfigError(
+                f"--profiling_worker_groups: unknown group {group!r} (choose from {', '.join(GROUPS)}, or all)",
+                flag="--profiling_worker_groups",
+            )
     steps = tuple(cfg.profiling_steps or ())
     if any(step < 1 for step in steps):
-        raise ConfigError(f"--profiling_steps: learner iterations count from 1, got {min(steps)}",
-                          flag="--profiling_steps")
-    output_dir = Path(cfg.profiling_output_dir) if cfg.profiling_output_dir else \
-        Path(cfg.train_dir) / cfg.experiment / "profiling"
-    pcfg = ProfilingConfig(backend=backend, worker_groups=tuple(dict.fromkeys(groups)), steps=steps,
-                           output_dir=output_dir, options=_pairs(cfg.profiling_options, "profiling_options"),
-                           flags=tuple(f.lstrip("-") for f in cfg.profiling_flags or ()),
-                           args=_pairs(cfg.profiling_args, "profiling_args"), env=_pairs(cfg.profiling_env, "profiling_env"))
+        raise ConfigError(
+            f"--profiling_steps: learner iterations count from 1, got {min(steps)}", flag="--profiling_steps"
+        )
+    output_dir = (
+        Path(cfg.profiling_output_dir)
+        if cfg.profiling_output_dir
+        else Path(cfg.train_dir) / cfg.experiment / "profiling"
+    )
+    pcfg = ProfilingConfig(
+        backend=backend,
+        worker_groups=tuple(dict.fromkeys(groups)),
+        steps=steps,
+        output_dir=output_dir,
+        options=_pairs(cfg.profiling_options, "profiling_options"),
+        flags=tuple(f.lstrip("-") for f in cfg.profiling_flags or ()),
+        args=_pairs(cfg.profiling_args, "profiling_args"),
+        env=_pairs(cfg.profiling_env, "profiling_env"),
+    )
     if pcfg.enabled and backend in BINARIES and binary_path(backend) is None:
-        raise ConfigError(f"--profiling_backend={backend}: `{BINARIES[backend]}` is not on PATH; install it or choose "
-                          "another backend", flag="--profiling_backend")
+        raise ConfigError(
+            f"--profiling_backend={backend}: `{BINARIES[backend]}` is not on PATH; install it or choose "
+            "another backend",
+            flag="--profiling_backend",
+        )
     if pcfg.wraps_processes and cfg.serial_mode:
-        raise ConfigError(f"--profiling_backend={backend}: serial mode runs in the process you launched; start it under "
-                          f"the profiler yourself (`{BINARIES[backend]} ... python -m ...`) or use --serial_mode=False",
-                          flag="--profiling_backend")
+        raise ConfigError(
+            f"--profiling_backend={backend}: serial mode runs in the process you launched; start it under "
+            f"the profiler yourself (`{BINARIES[backend]} ... python -m ...`) or use --serial_mode=False",
+            flag="--profiling_backend",
+        )
     if pcfg.wraps_processes and "Runner" in pcfg.worker_groups:
-        raise ConfigError(f"--profiling_worker_groups: the Runner is the process you launched, {backend} cannot wrap it; "
-                          f"start the command under `{BINARIES[backend]}` yourself or leave Runner out",
-                          flag="--profiling_worker_groups")
+        raise ConfigError(
+            f"--profiling_worker_groups: the Runner is the process you launched, {backend} cannot wrap it; "
+            f"start the command under `{BINARIES[backend]}` yourself or leave Runner out",
+            flag="--profiling_worker_groups",
+        )
     return pcfg

@@ -1,4 +1,5 @@
 """Subtracting the instrumentation's own cost from an attribution, and folding small rows into their parents."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -21,8 +22,9 @@ def row_overhead(times: RowTimes, costs: EventCosts) -> Overhead:
     """Where a row's instrumentation events spent their time: range and outer-op bookkeeping runs as Python between
     recorded intervals (dearer in the training than in a tight loop by `python_scale`); an op's inside share and
     every nested op's whole cost lie inside a recorded op."""
-    python = costs.python_scale * (times.scopes * costs.scope_s + times.sims * costs.sim_s
-                                   + times.ops * max(0.0, costs.op_s - costs.op_inside_s))
+    python = costs.python_scale * (
+        times.scopes * costs.scope_s + times.sims * costs.sim_s + times.ops * max(0.0, costs.op_s - costs.op_inside_s)
+    )
     backend = times.ops * costs.op_inside_s + times.nested_ops * costs.op_s
     return Overhead(python, backend)
 
@@ -60,6 +62,6 @@ def fold_small_rows(rows: dict[str, RowTimes], min_s: float, keep: tuple[str, ..
 def merge_rollout_workers(name: str) -> str:
     """`RolloutWorker_w3/env_step` -> `RolloutWorker_w*/env_step`: the workers run the same code on equal shares."""
     component, sep, path = name.partition("/")
-    if component.startswith("RolloutWorker_w") and component[len("RolloutWorker_w"):].isdigit():
+    if component.startswith("RolloutWorker_w") and component[len("RolloutWorker_w") :].isdigit():
         component = "RolloutWorker_w*"
     return component + sep + path

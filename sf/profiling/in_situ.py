@@ -3,9 +3,10 @@
 The micro-benchmarks (`sf.profiling.calibration`) time events back to back, where the profiler's code and data stay
 in the caches. Inside a training step an event called from Python follows other work that has evicted them, and it
 pays to bring them back: a `torch.add` right after a 4 MB sweep and some Python costs the profiler 1.13 us per
-recorded operator against 0.23 us in a tight loop (64 calls in a row after the same sweep, 0.26 us). That extra lands outside the recorded intervals, on the Python side of the events called from Python
-(Timing ranges, simulator ranges, outermost operators); operators nested inside an operator run back to back in C++
-and stay at the tight-loop cost. How much extra depends on how much the workload evicts between events, so no
+recorded operator against 0.23 us in a tight loop (64 calls in a row after the same sweep, 0.26 us). That extra
+lands outside the recorded intervals, on the Python side of the events called from Python (Timing ranges, simulator
+ranges, outermost operators); operators nested inside an operator run back to back in C++ and stay at the tight-loop
+cost. How much extra depends on how much the workload evicts between events, so no
 workload-free benchmark can know it.
 
 So a few short slices of the same training run at start, alternately plain and profiled; the profiled slice's
@@ -13,11 +14,12 @@ events are counted and priced at the micro-benchmarks' costs, and what the profi
 `python_scale`: the factor on the Python side of the events (1.0: the micro-benchmarks are right in this workload).
 The slices are separate runs, never the ones the breakdown reports or checks against.
 """
+
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from sf.profiling.correction import Overhead
 
@@ -46,8 +48,11 @@ class InSituCalibration:
     note: str | None = None  # why the scale stayed 1.0
 
     def to_dict(self) -> dict:
-        return {"python_scale": self.python_scale, "note": self.note,
-                "pairs": [dict(asdict(p), scale=pair_scale(p) if p.priced.python_s > 0 else None) for p in self.pairs]}
+        return {
+            "python_scale": self.python_scale,
+            "note": self.note,
+            "pairs": [dict(asdict(p), scale=pair_scale(p) if p.priced.python_s > 0 else None) for p in self.pairs],
+        }
 
 
 def slice_frames(total_frames: int | None, fps: float | None) -> int:
@@ -61,8 +66,9 @@ def pair_scale(pair: SlicePair) -> float:
     return 1.0 + (pair.added_s - pair.priced.total_s) / pair.priced.python_s
 
 
-def calibrate(run_slice: Callable[[bool, int], tuple[float, Overhead | None]], total_frames: int | None,
-              pairs: int = 3) -> InSituCalibration:
+def calibrate(
+    run_slice: Callable[[bool, int], tuple[float, Overhead | None]], total_frames: int | None, pairs: int = 3
+) -> InSituCalibration:
     """Run `pairs` pairs of slices (`run_slice(profiled, frames)` -> (main-thread CPU s, the profiled slice's events
     priced)) and take the median pair's factor, bounded by SCALE_BOUNDS. The first plain slice's speed sizes the
     rest (never smaller). Stops after one pair when the events cost under MIN_SHARE of the slice: their extra cost
@@ -75,8 +81,10 @@ def calibrate(run_slice: Callable[[bool, int], tuple[float, Overhead | None]], t
         result.pairs.append(SlicePair(frames, plain_s, profiled_s, priced))
         if len(result.pairs) == 1:
             if priced.total_s < MIN_SHARE * plain_s or priced.python_s <= 0:
-                result.note = (f"the events cost {priced.total_s / plain_s:.1%} of a slice at the micro-benchmarks' "
-                               f"prices, under {MIN_SHARE:.0%}: too little to measure in the training")
+                result.note = (
+                    f"the events cost {priced.total_s / plain_s:.1%} of a slice at the micro-benchmarks' "
+                    f"prices, under {MIN_SHARE:.0%}: too little to measure in the training"
+                )
                 return result
             # a slice's fixed costs (env starts, a first batch) make short slices slow: they only ever grow
             frames = max(frames, slice_frames(total_frames, frames / plain_s))
@@ -86,4 +94,3 @@ def calibrate(run_slice: Callable[[bool, int], tuple[float, Overhead | None]], t
     low, high = SCALE_BOUNDS
     result.python_scale = min(high, max(low, statistics.median(pair_scale(p) for p in result.pairs)))
     return result
-

@@ -5,15 +5,16 @@ The runners call three things: `launched_under_profiler` around starting a compo
 process's loop exists (then `begin()` before the loop runs and `end()` after it, whatever stopped it), and
 `join_wait_s` for how long to let processes finish writing.
 """
+
 from __future__ import annotations
 
 import logging
 import multiprocessing.spawn
 import os
 import shlex
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from sf.profiling.backends import get_backend
 from sf.profiling.backends.external import COMMANDS
@@ -24,9 +25,12 @@ log = logging.getLogger("sf")
 
 # the component groups living in each kind of process
 KIND_GROUPS: dict[str, tuple[str, ...]] = {
-    "rollout": ("RolloutWorker",), "inference": ("InferenceWorker",), "learner": ("Learner", "Batcher"),
+    "rollout": ("RolloutWorker",),
+    "inference": ("InferenceWorker",),
+    "learner": ("Learner", "Batcher"),
     "rollout_inference": ("RolloutWorker", "InferenceWorker"),  # --inference_placement=rollout_worker
-    "runner": ("Runner",), "serial": GROUPS,
+    "runner": ("Runner",),
+    "serial": GROUPS,
 }
 JOIN_WAIT_S = 60.0  # profilers write their files as their process ends
 

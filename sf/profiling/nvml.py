@@ -4,6 +4,7 @@ NVML's figure is the share of its last sample period in which any kernel ran, so
 per period reads as busy. Putting it beside the kernel-busy time the profiler measures shows how far apart the
 two are. `nvidia-ml-py` is an optional import: without it, or without a GPU, there is simply no NVML column.
 """
+
 from __future__ import annotations
 
 import threading

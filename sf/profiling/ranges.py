@@ -2,12 +2,18 @@
 and a torch.profiler.record_function named `<group>/<key path>`, e.g. `learner/train/update`, so Nsight Systems and
 torch traces show sf's own structure. Outside a window the hook is not installed and scopes cost what they always do.
 """
+
 from __future__ import annotations
 
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
-GROUP_PREFIXES = (("RolloutWorker", "rollout_worker"), ("InferenceWorker", "inference_worker"),
-                  ("Batcher", "batcher"), ("Learner", "learner"), ("Runner", "runner"))
+GROUP_PREFIXES = (
+    ("RolloutWorker", "rollout_worker"),
+    ("InferenceWorker", "inference_worker"),
+    ("Batcher", "batcher"),
+    ("Learner", "learner"),
+    ("Runner", "runner"),
+)
 
 
 def range_name(component: str, path: str) -> str:

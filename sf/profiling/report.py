@@ -2,6 +2,7 @@
 
 The text, `--json` and `profiling/report.html` all render the same `Report`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -12,8 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sf.profiling.activity import WAIT_PREFIX
-from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 from sf.profiling.bottleneck import Verdict, assess
+from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 
 TOP_HOTSPOTS = 5
 WAITED_ON = {
@@ -28,7 +29,11 @@ WAITED_ON = {
     UNATTRIBUTED: "not attributed (this profile names no waits)",
 }
 # the role a wait is for, where it is one role: it may live in the waiting component's own process
-WAITED_ROLE = {"wait_actions": "InferenceWorker", "wait_requests": "RolloutWorker", "wait_trajectories": "RolloutWorker"}
+WAITED_ROLE = {
+    "wait_actions": "InferenceWorker",
+    "wait_requests": "RolloutWorker",
+    "wait_trajectories": "RolloutWorker",
+}
 
 
 @dataclass
@@ -93,8 +98,16 @@ def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple
 
 
 def component_row(c: ComponentActivity) -> ComponentRow:
-    return ComponentRow(c.name, c.role, c.lifetime_s, c.share(c.work_s), c.share(c.wait_s), c.share(c.overhead_s),
-                        {k: c.share(v) for k, v in c.waits.items()}, hotspots(c.tree, c.lifetime_s))
+    return ComponentRow(
+        c.name,
+        c.role,
+        c.lifetime_s,
+        c.share(c.work_s),
+        c.share(c.wait_s),
+        c.share(c.overhead_s),
+        {k: c.share(v) for k, v in c.waits.items()},
+        hotspots(c.tree, c.lifetime_s),
+    )
 
 
 def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
@@ -112,7 +125,7 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
             continue
         key = max(totals, key=totals.get)
         idle = sum(c.share(c.wait_s) for c in members) / len(members)
-        waiting_for = WAITED_ON.get(key, key[len(WAIT_PREFIX):])
+        waiting_for = WAITED_ON.get(key, key[len(WAIT_PREFIX) :])
         hosts = {c.pid for c in components if c.role == WAITED_ROLE.get(key)}
         if hosts and all(c.pid in hosts for c in members):  # e.g. inference inside each rollout worker's process
             waiting_for += ", in its own process"
@@ -124,16 +137,26 @@ def build_report(experiment: Experiment) -> Report:
     steady = all(c.steady for c in experiment.components if c.role != "Runner")
     window = "steady state (start-up and shutdown left out)" if steady else "whole lifetime"
     components = sorted(experiment.components, key=lambda c: (c.role == "Runner", c.role, c.name))
-    return Report(str(experiment.path), window, experiment.fps, [component_row(c) for c in components],
-                  wait_lines(experiment.components), assess(experiment))
+    return Report(
+        str(experiment.path),
+        window,
+        experiment.fps,
+        [component_row(c) for c in components],
+        wait_lines(experiment.components),
+        assess(experiment),
+    )
 
 
 def format_text(report: Report) -> str:
     lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s", ""]
-    lines.append(f"{'component':<24} {'lifetime':>9} {'work':>6} {'wait':>6} {'loop':>6}  top hotspots (share of lifetime)")
+    lines.append(
+        f"{'component':<24} {'lifetime':>9} {'work':>6} {'wait':>6} {'loop':>6}  top hotspots (share of lifetime)"
+    )
     for row in report.components:
         spots = ", ".join(f"{path} {share:.0%}" for path, share in row.hotspots[:3])
-        lines.append(f"{row.name:<24} {row.lifetime_s:>8.1f}s {row.work:>6.0%} {row.wait:>6.0%} {row.overhead:>6.0%}  {spots}")
+        lines.append(
+            f"{row.name:<24} {row.lifetime_s:>8.1f}s {row.work:>6.0%} {row.wait:>6.0%} {row.overhead:>6.0%}  {spots}"
+        )
     lines.append("")
     lines.append("who waits on whom:")
     for w in report.waits:
@@ -144,7 +167,9 @@ def format_text(report: Report) -> str:
     lines += [f"  {e}" for e in v.evidence]
     lines.append("  what if:")
     for w in v.what_if:
-        lines.append(f"    if {w.kind} were {w.speedup:g}x faster: about {w.fps_gain:+.0%} FPS (then limited by {w.limit})")
+        lines.append(
+            f"    if {w.kind} were {w.speedup:g}x faster: about {w.fps_gain:+.0%} FPS (then limited by {w.limit})"
+        )
     return "\n".join(lines)
 
 
@@ -152,10 +177,14 @@ def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
     """A single self-contained page: the text report and every chart inline as base64 PNG."""
     images = "".join(
         f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png.read_bytes()).decode()}"/>' for title, png in charts.items())
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>sf profile report</title></head><body>"
-            f"<h1>verdict: {html.escape(report.verdict.kind)}-bound</h1><pre>{html.escape(format_text(report))}</pre>"
-            f"{images}</body></html>")
+        f'{base64.b64encode(png.read_bytes()).decode()}"/>'
+        for title, png in charts.items()
+    )
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>sf profile report</title></head><body>"
+        f"<h1>verdict: {html.escape(report.verdict.kind)}-bound</h1><pre>{html.escape(format_text(report))}</pre>"
+        f"{images}</body></html>"
+    )
     path.write_text(page)
     return path
 
@@ -168,7 +197,9 @@ def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
     report = build_report(experiment)
     out = Path(experiment_dir) / "profiling"
     out.mkdir(exist_ok=True)
-    pngs = {"Work, wait and loop overhead per component": charts.activity_bars(report, out / "report_activity.png"),
-            "Top hotspots": charts.hotspot_bars(report, out / "report_hotspots.png")}
+    pngs = {
+        "Work, wait and loop overhead per component": charts.activity_bars(report, out / "report_activity.png"),
+        "Top hotspots": charts.hotspot_bars(report, out / "report_hotspots.png"),
+    }
     write_html(report, pngs, out / "report.html")
     return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)

@@ -7,6 +7,7 @@ kernel-launching scopes (forward passes, the backward pass and optimizer step of
 and read back lazily, without stalling the stream. `--profiling_cuda_sync=True` goes further and synchronizes at
 the end of every scope, charging the wait to the scope that launched the work (slower, for attribution only).
 """
+
 from __future__ import annotations
 
 import resource
@@ -19,8 +20,9 @@ import psutil
 from sf.utils.timing import ScopeHook, add_scope_hook
 
 # Scopes (last key of the path) whose kernels are timed with CUDA events; the outermost one open wins.
-GPU_SCOPES = frozenset({"forward", "calculate_losses", "update", "backward", "optimizer_step", "prepare_batch",
-                        "obs_to_device_normalize"})
+GPU_SCOPES = frozenset(
+    {"forward", "calculate_losses", "update", "backward", "optimizer_step", "prepare_batch", "obs_to_device_normalize"}
+)
 
 _process: psutil.Process | None = None
 _gpu: GpuMeter | None = None
@@ -48,8 +50,14 @@ def snapshot() -> Resources:
         _process = psutil.Process()
     cpu = _process.cpu_times()
     gpu_mem, gpu_busy = (_gpu.peak_memory(), _gpu.busy_s()) if _gpu is not None else (None, None)
-    return Resources(wall_s=time.time() - _process.create_time(), cpu_user_s=cpu.user, cpu_system_s=cpu.system,
-                     peak_rss_bytes=_peak_rss(), gpu_peak_mem_bytes=gpu_mem, gpu_busy_s=gpu_busy)
+    return Resources(
+        wall_s=time.time() - _process.create_time(),
+        cpu_user_s=cpu.user,
+        cpu_system_s=cpu.system,
+        peak_rss_bytes=_peak_rss(),
+        gpu_peak_mem_bytes=gpu_mem,
+        gpu_busy_s=gpu_busy,
+    )
 
 
 def _peak_rss() -> int:
@@ -145,8 +153,10 @@ def format_bytes(count: int) -> str:
 
 def header(name: str, res: dict, activity: dict | None = None) -> str:
     """`Learner 0: cpu 85.1 s of 120.3 s, rss 1.2 GiB`, then GPU figures on CUDA and the work/wait split."""
-    line = (f"{name}: cpu {res['cpu_user_s'] + res['cpu_system_s']:.1f} s of {res['wall_s']:.1f} s, "
-            f"rss {format_bytes(res['peak_rss_bytes'])}")
+    line = (
+        f"{name}: cpu {res['cpu_user_s'] + res['cpu_system_s']:.1f} s of {res['wall_s']:.1f} s, "
+        f"rss {format_bytes(res['peak_rss_bytes'])}"
+    )
     if res.get("gpu_peak_mem_bytes") is not None:
         line += f", gpu memory {format_bytes(res['gpu_peak_mem_bytes'])}, gpu busy {res['gpu_busy_s']:.1f} s"
     if activity and activity["lifetime_s"] > 0:

@@ -1,11 +1,12 @@
 """An experiment folder as the report reads it: work, wait and loop overhead of each component over a window.
 
-The split follows `sf.profiling.activity` (top-level `wait_<what>` keys are waits, `loop_overhead` is the event
-loop's own cost, every other top-level key is work; the runner's top level is inside `main_loop`). Where `profile_series.jsonl` holds at least two
-snapshots taken after the first trained batch, the numbers cover only that steady-state window (start-up and
-shutdown left out); otherwise they cover the component's whole life, with the lifetime taken from the
-`activity` or `resources` entry, or the run's wall time.
+The split follows `sf.profiling.activity` (top-level `wait_<what>` keys are waits, `loop_overhead` is the event loop's
+own cost, every other top-level key is work; the runner's top level is inside `main_loop`). Where
+`profile_series.jsonl` holds at least two snapshots taken after the first trained batch, the numbers cover only that
+steady-state window (start-up and shutdown left out); otherwise they cover the component's whole life, with the
+lifetime taken from the `activity` or `resources` entry, or the run's wall time.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,10 @@ def subtract_trees(later: dict, earlier: dict) -> dict:
     out = {}
     for key, node in later.items():
         before = earlier.get(key, {"time": 0.0, "children": {}})
-        out[key] = {"time": max(0.0, node["time"] - before["time"]),
-                    "children": subtract_trees(node.get("children", {}), before.get("children", {}))}
+        out[key] = {
+            "time": max(0.0, node["time"] - before["time"]),
+            "children": subtract_trees(node.get("children", {}), before.get("children", {})),
+        }
     return out
 
 
@@ -79,8 +82,9 @@ def _activity(name: str, pid: int, tree: dict, lifetime: float, steady: bool, **
     work, waits, overhead = split_top_level(tree)
     if not waits:
         waits = {UNATTRIBUTED: max(0.0, lifetime - work - overhead)}
-    return ComponentActivity(name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree,
-                             steady=steady, **clock)
+    return ComponentActivity(
+        name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree, steady=steady, **clock
+    )
 
 
 MIN_STEADY_SHARE = 0.25  # a steady window shorter than this share of the run says more about its edges

@@ -4,6 +4,7 @@ The runner appends a line whenever a component's tree arrives (periodically, and
 runner's clock, the frames counted so far and the process's CPU and run-queue seconds. `sf.profile report` takes a
 steady-state window from it (leaving out start-up); `--compare` reads the interval-to-interval spread as the noise.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,10 +36,18 @@ def append_snapshot(path: Path, t: float, frames: int, entry: dict, final: bool)
     clock = process_clock(entry["pid"])
     res = entry.get("resources") or {}
     cpu = res["cpu_user_s"] + res["cpu_system_s"] if "cpu_user_s" in res else (clock[0] if clock else None)
-    record = {"t": t, "frames": frames, "component": entry["name"], "pid": entry["pid"], "final": final,
-              "cpu_s": cpu, "run_delay_s": clock[1] if clock else None,
-              "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-              "lifetime_s": (entry.get("activity") or {}).get("lifetime_s"), "tree": entry["tree"]}
+    record = {
+        "t": t,
+        "frames": frames,
+        "component": entry["name"],
+        "pid": entry["pid"],
+        "final": final,
+        "cpu_s": cpu,
+        "run_delay_s": clock[1] if clock else None,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "lifetime_s": (entry.get("activity") or {}).get("lifetime_s"),
+        "tree": entry["tree"],
+    }
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -69,6 +78,16 @@ def read_series(experiment_dir: Path) -> dict[str, list[Snapshot]]:
     series: dict[str, list[Snapshot]] = {}
     for r in records[start:]:
         series.setdefault(r["component"], []).append(
-            Snapshot(r["t"], r["frames"], r["pid"], r["final"], r.get("cpu_s"), r.get("run_delay_s"),
-                     r.get("cores") or os.cpu_count() or 1, r["tree"], r.get("lifetime_s")))
+            Snapshot(
+                r["t"],
+                r["frames"],
+                r["pid"],
+                r["final"],
+                r.get("cpu_s"),
+                r.get("run_delay_s"),
+                r.get("cores") or os.cpu_count() or 1,
+                r["tree"],
+                r.get("lifetime_s"),
+            )
+        )
     return series

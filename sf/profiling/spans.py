@@ -3,9 +3,11 @@
 torch.profiler's raw (kineto) events are converted once into `Span`s, so the attribution is a pure function of
 plain records and is unit-tested with hand-made spans, including the CUDA kinds a CPU machine never produces.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import torch
 

@@ -6,6 +6,7 @@ Rollout workers stamp each trajectory slot with the monotonic time of its first 
 batch's stamps into per-step ages, interpolating between the two, and sends sparse bin counts to the runner.
 Ages fall into log-spaced bins (20 per decade, 0.1 ms to 10,000 s), so percentiles are exact to about 6 %.
 """
+
 from __future__ import annotations
 
 import math

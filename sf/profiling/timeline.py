@@ -16,6 +16,7 @@ Clocks: events are stamped with `time.perf_counter()`, which on Linux reads CLOC
 processes of the machine, so the tracks align without correction. Where perf_counter is another clock, each part
 also carries its offset to the wall clock (`time.time()`), and the merge aligns the parts by it instead.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -69,7 +70,7 @@ class Recorder:
         excess = len(self.refs) - self.capacity
         if excess > 0:
             del self.refs[:excess]
-            del self.times[:2 * excess]
+            del self.times[: 2 * excess]
 
     def stop(self) -> None:
         remove_scope_hook(self.hook)
@@ -88,8 +89,12 @@ class Recorder:
 
     def part(self) -> dict:
         self.stop()
-        return {"pid": self.pid, "clock": time.get_clock_info("perf_counter").implementation,
-                "wall_offset_s": _wall_offset(), "rows": self.rows()}
+        return {
+            "pid": self.pid,
+            "clock": time.get_clock_info("perf_counter").implementation,
+            "wall_offset_s": _wall_offset(),
+            "rows": self.rows(),
+        }
 
     def dump(self, path: Path) -> None:
         """Write this process's part for the runner to merge (atomically: a reader never sees half a part)."""
@@ -97,6 +102,7 @@ class Recorder:
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(pickle.dumps(self.part(), protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, path)
+
 
 def _wall_offset() -> float:
     """time.time() - time.perf_counter(), from the closest of a few paired readings."""
@@ -160,17 +166,43 @@ def chrome_trace(parts: list[dict]) -> dict:
             base = {"pid": track[component], "tid": pid}
             if kind == "X":
                 path, start, end = row[2], row[3], row[4]
-                events.append({**base, "ph": "X", "name": path.rsplit("/", 1)[-1], "cat": "timing",
-                               "ts": us(start, pid), "dur": round((end - start) * 1e6, 3), "args": {"path": path}})
+                events.append(
+                    {
+                        **base,
+                        "ph": "X",
+                        "name": path.rsplit("/", 1)[-1],
+                        "cat": "timing",
+                        "ts": us(start, pid),
+                        "dur": round((end - start) * 1e6, 3),
+                        "args": {"path": path},
+                    }
+                )
             elif kind in ("H", "C"):
                 label, start, end = row[2], row[3], row[4]
                 name, category = (f"on {label}", "message") if kind == "H" else (label, "call")
-                events.append({**base, "ph": "X", "name": name, "cat": category, "ts": us(start, pid),
-                               "dur": round((end - start) * 1e6, 3)})
+                events.append(
+                    {
+                        **base,
+                        "ph": "X",
+                        "name": name,
+                        "cat": category,
+                        "ts": us(start, pid),
+                        "dur": round((end - start) * 1e6, 3),
+                    }
+                )
             elif kind in ("s", "f"):
                 flow_id, at, label = row[2], row[3], row[4]
-                events.append({**base, "ph": kind, "name": label, "cat": "message", "id": flow_id, "ts": us(at, pid),
-                               **({"bp": "e"} if kind == "f" else {})})
+                events.append(
+                    {
+                        **base,
+                        "ph": kind,
+                        "name": label,
+                        "cat": "message",
+                        "id": flow_id,
+                        "ts": us(at, pid),
+                        **({"bp": "e"} if kind == "f" else {}),
+                    }
+                )
     meta = []
     for name, index in track.items():
         meta.append({"ph": "M", "name": "process_name", "pid": index, "args": {"name": name}})
@@ -181,5 +213,8 @@ def chrome_trace(parts: list[dict]) -> dict:
     paired = sent & {e["id"] for e in events if e["ph"] == "f"}
     events = [e for e in events if e["ph"] not in ("s", "f") or e["id"] in paired]  # both ends in the buffers
     clock = SHARED_CLOCK if shared else "time.time() offsets per process"
-    return {"traceEvents": meta + sorted(events, key=lambda e: e["ts"]), "displayTimeUnit": "ms",
-            "otherData": {"clock": clock, "events_per_process": EVENTS_PER_PROCESS}}
+    return {
+        "traceEvents": meta + sorted(events, key=lambda e: e["ts"]),
+        "displayTimeUnit": "ms",
+        "otherData": {"clock": clock, "events_per_process": EVENTS_PER_PROCESS},
+    }

@@ -4,6 +4,7 @@ A process learns the learner's iteration from the policy version it already sees
 the version the policy store publishes): while version v is the newest, iteration v + 1 is the one being trained.
 Each run of consecutive `--profiling_steps` is one window; without steps the window is the whole loop.
 """
+
 from __future__ import annotations
 
 import logging
@@ -81,8 +82,12 @@ class StepGate:
             self.ranges = ScopeRanges()
             self.ranges.install()
         self.backend.start()
-        log.info("%s: %s profiling %s", self.name, self.pcfg.backend,
-                 "the whole run" if window is None else f"learner iterations {window[0]}-{window[1]}")
+        log.info(
+            "%s: %s profiling %s",
+            self.name,
+            self.pcfg.backend,
+            "the whole run" if window is None else f"learner iterations {window[0]}-{window[1]}",
+        )
 
     def _close(self) -> None:
         backend, self.backend = self.backend, None

@@ -13,6 +13,7 @@ makes its message visible only after copying all of it, a get removes messages o
 The mutex's place inside faster-fifo's queue object and glibc's field order are checked once on a live mutex
 (`supported()`); where the check fails (another C library, another faster-fifo layout) the watch does nothing.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -3,6 +3,7 @@
 Trajectories older than `--max_policy_lag` versions are dropped (and counted) here, before they cost a
 copy. The batch is copied out of the shared buffers, so slots are free again before training starts.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict

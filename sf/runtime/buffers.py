@@ -4,6 +4,7 @@ Slot `s` holds one trajectory of `rollout` steps plus the bootstrap step: observ
 values have `rollout + 1` entries, everything produced by a step has `rollout`. In parallel mode the
 tensors live in shared memory, so processes exchange only slot indices.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,7 +77,8 @@ class TrajectoryBuffers:
         self.layout = layout
         n, t = layout.num_slots, layout.rollout
         self.obs = {
-            key: torch.zeros((n, t + 1, *shape), dtype=_torch_dtype(dtype)) for key, (shape, dtype) in layout.obs_spec.items()
+            key: torch.zeros((n, t + 1, *shape), dtype=_torch_dtype(dtype))
+            for key, (shape, dtype) in layout.obs_spec.items()
         }
         self.tensors: dict[str, torch.Tensor] = {
             "rnn_states": torch.zeros((n, t + 1, layout.rnn_state_size), dtype=torch.float32),

@@ -2,6 +2,7 @@
 with `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`;
 with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept),
 the file `--load_checkpoint_kind=best` loads."""
+
 from __future__ import annotations
 
 import math
@@ -53,7 +54,9 @@ class CheckpointManager:
         if not value - self.best_value > BEST_MARGIN:
             return None
         self.best_value = value
-        path = self._write({**state, "best_performance": value}, f"best_{version:09d}_{env_steps}_{metric}_{value:.3f}.pth")
+        path = self._write(
+            {**state, "best_performance": value}, f"best_{version:09d}_{env_steps}_{metric}_{value:.3f}.pth"
+        )
         for old in self.paths("best"):
             if old != path:
                 old.unlink(missing_ok=True)

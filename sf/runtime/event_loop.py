@@ -10,13 +10,15 @@ the loop's own dispatch and message (de)serialization become `loop_overhead`. Me
 collected while a handler runs and serialized after it returns, so their cost lands in the loop's overhead
 rather than inside the sender's work scopes.
 """
+
 from __future__ import annotations
 
 import pickle
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from faster_fifo import Empty, Queue
 

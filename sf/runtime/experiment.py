@@ -1,5 +1,6 @@
 """The experiment folder: config.json, summary.json, profile.json, TensorBoard events (and, with --with_wandb,
 the same scalars in Weights & Biases), the log file."""
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,18 @@ class Experiment:
 
     def writer(self, policy_id: int) -> SummaryWriter:
         if policy_id not in self.writers:
-            self.writers[policy_id] = SummaryWriter(str(self.dir / ".summary" / str(policy_id)), flush_secs=self.cfg.flush_summaries_interval)
+            self.writers[policy_id] = SummaryWriter(
+                str(self.dir / ".summary" / str(policy_id)), flush_secs=self.cfg.flush_summaries_interval
+            )
         return self.writers[policy_id]
 
     def write_scalars(self, policy_id: int, step: int, scalars: dict[str, float]) -> None:
         writer = self.writer(policy_id)
-        kept = {key: value for key, value in scalars.items()
-                if value is not None and not (isinstance(value, float) and math.isnan(value))}
+        kept = {
+            key: value
+            for key, value in scalars.items()
+            if value is not None and not (isinstance(value, float) and math.isnan(value))
+        }
         for key, value in kept.items():
             writer.add_scalar(key, value, step)
         if self.wandb is not None:
@@ -61,9 +67,16 @@ class Experiment:
         values = sorted(counts)
         total = sum(counts.values())
         self.writer(policy_id).add_histogram_raw(
-            tag, min=values[0], max=values[-1], num=total, sum=sum(v * c for v, c in counts.items()),
-            sum_squares=sum(v * v * c for v, c in counts.items()), bucket_limits=[v + 0.5 for v in values],
-            bucket_counts=[counts[v] for v in values], global_step=step)
+            tag,
+            min=values[0],
+            max=values[-1],
+            num=total,
+            sum=sum(v * c for v, c in counts.items()),
+            sum_squares=sum(v * v * c for v, c in counts.items()),
+            bucket_limits=[v + 0.5 for v in values],
+            bucket_counts=[counts[v] for v in values],
+            global_step=step,
+        )
 
     def flush_scalars(self) -> None:
         for writer in self.writers.values():

@@ -1,6 +1,7 @@
 """The policy step: gather the observations of every pending request, one forward pass, write actions,
 log-probs, values and next RNN states straight into the trajectory buffers, tell each worker its split is ready.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,7 +14,9 @@ from sf.runtime.names import inference_worker_name, rollout_worker_name
 class InferenceWorker(Component):
     wait_key = "wait_requests"
 
-    def __init__(self, cfg, policy_id: int, worker_idx: int, buffers: TrajectoryBuffers, model, policy_store, device: str):
+    def __init__(
+        self, cfg, policy_id: int, worker_idx: int, buffers: TrajectoryBuffers, model, policy_store, device: str
+    ):
         super().__init__(inference_worker_name(policy_id, worker_idx))
         self.cfg = cfg
         self.policy_id = policy_id

@@ -3,6 +3,7 @@
 The loss itself lives in `sf.algo.ppo_loss`; this module only arranges data for it (reward scaling,
 return normalization, chunks of `--recurrence` steps for truncated BPTT) and runs the optimizer.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,16 @@ log = logging.getLogger("sf")
 class Learner(Component):
     wait_key = "wait_batch"
 
-    def __init__(self, cfg, policy_id: int, model: nn.Module, policy_store, device: str, checkpoints: CheckpointManager,
-                 reward_scale: float):
+    def __init__(
+        self,
+        cfg,
+        policy_id: int,
+        model: nn.Module,
+        policy_store,
+        device: str,
+        checkpoints: CheckpointManager,
+        reward_scale: float,
+    ):
         super().__init__(learner_name(policy_id))
         self.cfg = cfg
         self.policy_id = policy_id
@@ -49,8 +58,9 @@ class Learner(Component):
     def _init(self) -> None:
         cfg = self.cfg
         params = list(self.model.parameters())
-        self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                          eps=cfg.adam_eps)
+        self.optimizer = torch.optim.Adam(
+            params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps
+        )
         state = self.checkpoints.load(cfg.load_checkpoint_kind) if cfg.restart_behavior == "resume" else None
         if state is not None:
             self.model.load_state_dict(state["model"])
@@ -86,8 +96,13 @@ class Learner(Component):
         stats["policy_lag_max"] = float(lag.max())
         with self.timing.add_time("staleness"):  # batches built by hand (tests) carry no trajectory stamps
             ages = staleness.step_ages(batch["traj_time"], self.cfg.rollout, received) if "traj_time" in batch else None
-            self.send(RUNNER, "staleness", self.policy_id, staleness.age_counts(ages) if ages is not None else {},
-                      staleness.lag_counts(lag))
+            self.send(
+                RUNNER,
+                "staleness",
+                self.policy_id,
+                staleness.age_counts(ages) if ages is not None else {},
+                staleness.lag_counts(lag),
+            )
         stats["dropped_trajectories"] = float(dropped)
         stats["valids_fraction"] = float(data["valids"].float().mean())
         stats["lr"] = self.lr
@@ -158,8 +173,9 @@ class Learner(Component):
     def _current_values(self, last_obs: dict[str, torch.Tensor], rnn_states: torch.Tensor) -> torch.Tensor:
         """V(s_T) in return space under the current weights and observation statistics."""
         model = self.model
-        core, _ = model.forward_core(model.forward_head(model.normalize_obs(last_obs)),
-                                     rnn_states if model.rnn_state_size > 0 else None)
+        core, _ = model.forward_core(
+            model.forward_head(model.normalize_obs(last_obs)), rnn_states if model.rnn_state_size > 0 else None
+        )
         _, values = model.forward_tail(core)
         if model.returns_normalizer is not None:
             values = model.returns_normalizer.denormalize(values)
@@ -174,13 +190,20 @@ class Learner(Component):
         chunks_per_mb = max(1, cfg.batch_size // chunk)
         valid_fraction = float(data["valids"].float().mean())
         if valid_fraction == 0.0:
-            log.warning("%s: every step of this batch is older than --max_policy_lag=%d versions; skipped",
-                        self.name, cfg.max_policy_lag)
+            log.warning(
+                "%s: every step of this batch is older than --max_policy_lag=%d versions; skipped",
+                self.name,
+                cfg.max_policy_lag,
+            )
             return {}
         stats: dict[str, float] = {}
         kls: list[float] = []
         for _ in range(cfg.num_epochs):
-            order = torch.randperm(num_chunks, device=self.device) if cfg.shuffle_minibatches else torch.arange(num_chunks, device=self.device)
+            order = (
+                torch.randperm(num_chunks, device=self.device)
+                if cfg.shuffle_minibatches
+                else torch.arange(num_chunks, device=self.device)
+            )
             epoch_kls = []
             for mb in range(math.ceil(num_chunks / chunks_per_mb)):
                 chunk_ids = order[mb * chunks_per_mb : (mb + 1) * chunks_per_mb]
@@ -254,13 +277,25 @@ class Learner(Component):
                 returns = data["returns"].index_select(0, steps)
         with self.timing.add_time("losses"):
             return ppo_losses(
-                LossInputs(log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages, values=values,
-                           old_values=data["old_values"].index_select(0, steps), returns=returns, entropy=entropy,
-                           kl_to_behaviour=kl_to_behaviour, uniform_kl=uniform_kl,
-                           valids=None if bool(valids.all()) else valids),
-                LossCoefficients(clip_ratio=cfg.ppo_clip_ratio, clip_value=cfg.ppo_clip_value,
-                                 value_loss_coeff=cfg.value_loss_coeff,
-                                 exploration_loss_coeff=cfg.exploration_loss_coeff, kl_loss_coeff=cfg.kl_loss_coeff),
+                LossInputs(
+                    log_prob=log_prob,
+                    old_log_prob=old_log_prob,
+                    advantages=advantages,
+                    values=values,
+                    old_values=data["old_values"].index_select(0, steps),
+                    returns=returns,
+                    entropy=entropy,
+                    kl_to_behaviour=kl_to_behaviour,
+                    uniform_kl=uniform_kl,
+                    valids=None if bool(valids.all()) else valids,
+                ),
+                LossCoefficients(
+                    clip_ratio=cfg.ppo_clip_ratio,
+                    clip_value=cfg.ppo_clip_value,
+                    value_loss_coeff=cfg.value_loss_coeff,
+                    exploration_loss_coeff=cfg.exploration_loss_coeff,
+                    kl_loss_coeff=cfg.kl_loss_coeff,
+                ),
             )
 
     def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):
@@ -274,16 +309,28 @@ class Learner(Component):
             cur = normalizer.denormalize(cur)
         all_values = torch.cat([cur, boot.unsqueeze(1)], dim=1)
         log_rhos = (log_prob - old_log_prob).detach().view(n_mb, T)
-        vs, pg_adv = compute_vtrace(data["rewards"].index_select(0, traj_ids), data["dones"].index_select(0, traj_ids),
-                                    all_values, log_rhos, cfg.gamma, cfg.vtrace_rho, cfg.vtrace_c)
+        vs, pg_adv = compute_vtrace(
+            data["rewards"].index_select(0, traj_ids),
+            data["dones"].index_select(0, traj_ids),
+            all_values,
+            log_rhos,
+            cfg.gamma,
+            cfg.vtrace_rho,
+            cfg.vtrace_c,
+        )
         if normalizer is not None:
             vs = normalizer.normalize(vs)
         return pg_adv.reshape(-1), vs.reshape(-1)
 
     def _state(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "env_steps": self.env_steps, "version": self.version,
-                "best_performance": self.checkpoints.best_value, "lr": self.lr}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "env_steps": self.env_steps,
+            "version": self.version,
+            "best_performance": self.checkpoints.best_value,
+            "lr": self.lr,
+        }
 
     def save(self) -> None:
         with self.timing.add_time("save_checkpoint"):

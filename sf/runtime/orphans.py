@@ -4,6 +4,7 @@ killed with SIGKILL: the main process adopts them (Linux child subreaper) and en
 Without this an engine whose worker died is re-parented to init, keeps running and keeps the run's output
 pipes open, so a launcher waiting for the run to close its output would wait forever.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -58,8 +59,9 @@ def end_orphans(keep: set[int]) -> list[int]:
     in_use = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
     for path in shm - in_use:
         Path(path).unlink(missing_ok=True)
-    log.warning("ended %d process(es) left behind by components that did not stop cleanly: %s",
-                len(ended), ", ".join(names))
+    log.warning(
+        "ended %d process(es) left behind by components that did not stop cleanly: %s", len(ended), ", ".join(names)
+    )
     return ended
 
 
@@ -112,4 +114,3 @@ def _inode(path: Path) -> int | None:
         return path.stat().st_ino
     except OSError:
         return None
-

@@ -8,10 +8,11 @@ A process killed while it holds the lock (an inference worker loading weights) n
 lock therefore give up once the run is stopping (`stop_event`), which the runner sets as soon as it sees the death:
 the learner then goes on to its final checkpoint and profile instead of waiting forever to publish.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import nn

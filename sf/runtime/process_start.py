@@ -11,6 +11,7 @@ The server's environment is what its children inherit, not the runner's at each 
 libraries' thread variables set to 1 when `--force_envs_single_thread` asks for that (every component process sets
 torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner blocks them for its components.
 """
+
 from __future__ import annotations
 
 import logging

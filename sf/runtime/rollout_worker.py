@@ -8,6 +8,7 @@ or in synchronous mode for the next policy version) simply joins its group's nex
 With `--env_threads` > 1 a group's envs step in that many contiguous chunks at once, the worker's thread taking the
 first: simulators that release the GIL while they compute (MuJoCo) then use more than one core per worker.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.names import batcher_name, policy_queue_name, rollout_worker_name, RUNNER
+from sf.runtime.names import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
 
 
 class RolloutWorker(Component):
@@ -57,8 +58,11 @@ class RolloutWorker(Component):
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = [0] * cfg.num_policies
-        self.env_pool = (ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
-                         if cfg.env_threads > 1 else None)
+        self.env_pool = (
+            ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
+            if cfg.env_threads > 1
+            else None
+        )
         self.done_count = [0] * n
         self.num_splits = cfg.worker_num_splits
         per_split = n // self.num_splits
@@ -118,7 +122,7 @@ class RolloutWorker(Component):
         envs = self.inflight.pop((split, policy))
         b, T = self.buffers, self.T
         values_np = b.np["values"]
-        slot, t, pending = self.slot, self.t, self.pending
+        slot, pending = self.slot, self.pending
         finished: dict[int, list[int]] = {}
         stepping = []
         for i in envs:
@@ -177,7 +181,7 @@ class RolloutWorker(Component):
     def _step_in_threads(self, stepping: list[int]) -> tuple[list[tuple], dict[int, dict]]:
         """The same as the one-thread loop, in `--env_threads` contiguous chunks: results in `stepping` order."""
         size = -(-len(stepping) // self.cfg.env_threads)
-        chunks = [stepping[k:k + size] for k in range(0, len(stepping), size)]
+        chunks = [stepping[k : k + size] for k in range(0, len(stepping), size)]
         futures = [self.env_pool.submit(self._step_and_reset, chunk) for chunk in chunks[1:]]
         done = self._step_and_reset(chunks[0])
         for future in futures:
@@ -224,7 +228,7 @@ class RolloutWorker(Component):
     def _continue_in_new_slot(self, i: int, old: int) -> None:
         new = self.free.popleft()
         b, T = self.buffers, self.T
-        for key, arr in b.obs_np.items():
+        for arr in b.obs_np.values():
             arr[new, 0] = arr[old, T]
         b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
         b.np["traj_time"][new, 0] = time.monotonic()

@@ -4,6 +4,7 @@ checkpoints, decides when to stop, and at the end prints every profile tree and 
 It is the same class in both placements; `runner_serial` and `runner_parallel` only differ in where
 the other components live and how they are told to stop.
 """
+
 from __future__ import annotations
 
 import logging
@@ -113,8 +114,11 @@ class Runner(Component):
         with self.timing.add_time("train_scalars"):
             for policy_id, window in self.train_window.items():
                 if window:
-                    self.experiment.write_scalars(policy_id, self.env_steps[policy_id],
-                                                  {f"train/{k}": total / n for k, (total, n) in window.items()})
+                    self.experiment.write_scalars(
+                        policy_id,
+                        self.env_steps[policy_id],
+                        {f"train/{k}": total / n for k, (total, n) in window.items()},
+                    )
                     self.train_window[policy_id] = {}
 
     def _on_staleness(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
@@ -125,8 +129,9 @@ class Runner(Component):
         self.episodes[policy_id].extend(episodes)
         self.num_episodes[policy_id] += len(episodes)
 
-    def on_profile(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None,
-                   final: bool = True) -> None:
+    def on_profile(
+        self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None, final: bool = True
+    ) -> None:
         """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot).
 
         Every one is also appended to `profile_series.jsonl` with the time and frame count it arrived at, so a report
@@ -142,10 +147,17 @@ class Runner(Component):
         if activity is not None:
             entry["activity"] = activity
         self.profiles[name] = entry
-        append_snapshot(self.experiment.dir / SERIES_FILE, time.monotonic() - self.start_time,
-                        sum(self.session_frames().values()), entry, final)
+        append_snapshot(
+            self.experiment.dir / SERIES_FILE,
+            time.monotonic() - self.start_time,
+            sum(self.session_frames().values()),
+            entry,
+            final,
+        )
 
-    def _on_timing(self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None) -> None:
+    def _on_timing(
+        self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None
+    ) -> None:
         """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
         with self.timing.add_time("timing_scalars"):
             self.on_profile(name, pid, tree, res, activity, final=False)
@@ -154,7 +166,9 @@ class Runner(Component):
     def _own_timing(self) -> None:
         with self.timing.add_time("timing_scalars"):
             self.loop.measure()
-            self._write_timing(RUNNER, activity_level(self.timing.to_dict(), self.timing_base), resources.snapshot().to_dict())
+            self._write_timing(
+                RUNNER, activity_level(self.timing.to_dict(), self.timing_base), resources.snapshot().to_dict()
+            )
 
     def _write_timing(self, name: str, level: dict, res: dict | None) -> None:
         """`timing/<component>/<key>`: cumulative seconds of each top-level key; `cpu_percent` since the last one.
@@ -177,8 +191,14 @@ class Runner(Component):
     def _on_node_restarted(self, name: str, node: str, cause: str, frames_lost: int, restarts_left: int) -> None:
         self.node_restarts += 1
         self.frames_lost += frames_lost
-        log.warning("%s on node %s is started again (%d restart(s) left): %s; %d frames lost", name, node,
-                    restarts_left, cause, frames_lost)
+        log.warning(
+            "%s on node %s is started again (%d restart(s) left): %s; %d frames lost",
+            name,
+            node,
+            restarts_left,
+            cause,
+            frames_lost,
+        )
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
@@ -237,8 +257,14 @@ class Runner(Component):
         fps = [self.fps_over(s, now, frames) for s in (10, 60, 300)]
         lag = [self.last_stats[p].get("policy_lag", float("nan")) for p in self.env_steps]
         rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
-        log.info("Fps is (10 sec: %.1f, 60 sec: %.1f, 300 sec: %.1f). Total num frames: %d. Avg episode reward: %s. "
-                 "Policy lag: %s", *fps, self.total_frames(), rewards, [round(x, 2) for x in lag])
+        log.info(
+            "Fps is (10 sec: %.1f, 60 sec: %.1f, 300 sec: %.1f). Total num frames: %d. Avg episode reward: %s. "
+            "Policy lag: %s",
+            *fps,
+            self.total_frames(),
+            rewards,
+            [round(x, 2) for x in lag],
+        )
         for p in self.env_steps:
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
             if self.episodes[p]:
@@ -270,14 +296,23 @@ class Runner(Component):
             "fps": frames / wall if wall > 0 else 0.0,
             "fps_steady": steady if steady == steady else None,
             "wall_time_s": wall,
-            "avg_episode_reward": {p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)},
+            "avg_episode_reward": {
+                p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)
+            },
             "num_episodes": sum(self.num_episodes.values()),
             "num_episodes_per_policy": dict(self.num_episodes),
             "policy_versions": dict(self.versions),
             "max_policy_lag": dict(self.max_lag),
-            "trajectory_age_s": {"p50": staleness.age_quantile(all_ages, 0.5), "p95": staleness.age_quantile(all_ages, 0.95)},
+            "trajectory_age_s": {
+                "p50": staleness.age_quantile(all_ages, 0.5),
+                "p95": staleness.age_quantile(all_ages, 0.95),
+            },
             "policy_lag_hist": staleness.lag_histogram(all_lags),
-            **({"node_restarts": self.node_restarts, "frames_lost": self.frames_lost} if self.cfg.backend == "ray" else {}),
+            **(
+                {"node_restarts": self.node_restarts, "frames_lost": self.frames_lost}
+                if self.cfg.backend == "ray"
+                else {}
+            ),
             "status": self.stop_status or "error",
             "error": self.error,
         }
@@ -289,8 +324,13 @@ class Runner(Component):
         self._report()
         tree = self.timing.to_dict()
         lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
-        self.on_profile(RUNNER, self.experiment.pid, tree, resources.snapshot().to_dict(),
-                        activity_of(tree, lifetime, self.timing_base).to_dict())
+        self.on_profile(
+            RUNNER,
+            self.experiment.pid,
+            tree,
+            resources.snapshot().to_dict(),
+            activity_of(tree, lifetime, self.timing_base).to_dict(),
+        )
         for name in sorted(self.profiles, key=profile_order):
             entry = self.profiles[name]
             if "resources" in entry:

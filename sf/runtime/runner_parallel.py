@@ -16,6 +16,7 @@ warning, and processes left behind by killed components (env engines) are ended 
 held is released by the runner's `LockWatch` (`sf.runtime.abandoned_locks`), so neither the runner's own inbox nor
 the survivors' stay blocked on it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,16 +33,21 @@ import torch
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
-
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.runtime import process_start
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
-from sf.runtime import process_start
+from sf.runtime.names import (
+    RUNNER,
+    batcher_name,
+    inference_worker_name,
+    learner_name,
+    policy_queue_name,
+    rollout_worker_name,
+)
 from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
-from sf.runtime.names import (RUNNER, batcher_name, inference_worker_name, learner_name, policy_queue_name,
-                              rollout_worker_name)
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
@@ -66,11 +72,17 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     cfg.inference_placement = resolve_inference_placement(cfg, device, model)
     experiment.write_config()  # with what auto chose
     colocated = cfg.inference_placement == "rollout_worker"
-    log.info("policy inference %s", "in each rollout worker's process" if colocated else
-             f"in {cfg.policy_workers_per_policy} process(es) per policy")
+    log.info(
+        "policy inference %s",
+        "in each rollout worker's process"
+        if colocated
+        else f"in {cfg.policy_workers_per_policy} process(es) per policy",
+    )
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
-    stores = [SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), stop_event)
-              for p in range(cfg.num_policies)]
+    stores = [
+        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), stop_event)
+        for p in range(cfg.num_policies)
+    ]
     del model
 
     queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
@@ -88,8 +100,17 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
     if local_workers and not colocated:
         specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
     specs += [("rollout", w, None) for w in local_workers]
-    shared = dict(cfg=cfg, env_info=env_info, buffers=buffers, stores=stores, queues=queues, stop_event=stop_event,
-                  device=device, experiment_dir=str(experiment.dir), envs=registry_snapshot())
+    shared = dict(
+        cfg=cfg,
+        env_info=env_info,
+        buffers=buffers,
+        stores=stores,
+        queues=queues,
+        stop_event=stop_event,
+        device=device,
+        experiment_dir=str(experiment.dir),
+        envs=registry_snapshot(),
+    )
 
     runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
@@ -126,16 +147,18 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             # so a signal to the whole process group cannot end an engine or a learner half-way.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             with runner.timing.add_time("start_processes"):
-                start_ctx = process_start.component_context(process_start.preload_modules(shared["envs"]),
-                                                            cfg.force_envs_single_thread)
+                start_ctx = process_start.component_context(
+                    process_start.preload_modules(shared["envs"]), cfg.force_envs_single_thread
+                )
                 for kind, a, b in specs:
                     label = _process_label(kind, a, b)
                     processes[label] = start_component_process(start_ctx, kind, a, b, shared)
                     log.info("started %s pid=%d", label, processes[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if cluster is not None:
-                processes.update(cluster.start_links(shared, str(experiment.dir), runner.nodes,
-                                                     partial(_grace, cfg, runner)))
+                processes.update(
+                    cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
+                )
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
@@ -146,8 +169,12 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
             with runner.timing.add_time("wait_shutdown"):
                 crashed = runner.stop_status == "error"
                 grace = _grace(cfg, runner)
-                log.info("stopping (%s%s): waiting up to %.0f s for every component to finish and save",
-                         runner.stop_status or "interrupted", f": {runner.error}" if runner.error else "", grace)
+                log.info(
+                    "stopping (%s%s): waiting up to %.0f s for every component to finish and save",
+                    runner.stop_status or "interrupted",
+                    f": {runner.error}" if runner.error else "",
+                    grace,
+                )
                 reported = _collect_profiles(runner, queues[RUNNER], processes, expected, time.monotonic() + grace)
                 if profile is not None:
                     profile.end()
@@ -192,8 +219,10 @@ def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict)
     if profiling.wraps(cfg.profiling, profiled_kind):
         ctx = mp.get_context("spawn")
     proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
-    with thread_limits(kind == "rollout" and cfg.force_envs_single_thread), \
-            profiling.launched_under_profiler(ctx, cfg.profiling, profiled_kind, label):
+    with (
+        thread_limits(kind == "rollout" and cfg.force_envs_single_thread),
+        profiling.launched_under_profiler(ctx, cfg.profiling, profiled_kind, label),
+    ):
         proc.start()
     return proc
 
@@ -259,8 +288,10 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         if cfg.inference_placement == "rollout_worker":
             for p in range(cfg.num_policies):
                 model = build_model(cfg, env_info, device, seed_offset=p)
-                loop.add(InferenceWorker(cfg, p, a, buffers, model, shared["stores"][p], device),
-                         aliases=(policy_queue_name(p),))
+                loop.add(
+                    InferenceWorker(cfg, p, a, buffers, model, shared["stores"][p], device),
+                    aliases=(policy_queue_name(p),),
+                )
             _seed_sampling(cfg, a)
     elif kind == "inference":
         store = shared["stores"][a]
@@ -313,8 +344,16 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
         except faster_fifo.Empty:
             continue
         for _, kind, *payload in map(timeline.unwrap, msgs):
-            if kind in ("profile", "timing", "error", "episodes", "learner_stats", "staleness", "node_stats",
-                        "node_restarted"):
+            if kind in (
+                "profile",
+                "timing",
+                "error",
+                "episodes",
+                "learner_stats",
+                "staleness",
+                "node_stats",
+                "node_restarted",
+            ):
                 try:
                     handlers[kind](*payload)
                 except StopLoop:
@@ -340,8 +379,14 @@ def _end_processes(processes: dict, reported: set[str], grace: float, crashed: b
 
 
 def _kill_warning(label: str, grace: float, crashed: bool) -> str:
-    lost = " (most likely in the middle of a training iteration; no final checkpoint)" if label.startswith("Learner") else ""
+    lost = (
+        " (most likely in the middle of a training iteration; no final checkpoint)"
+        if label.startswith("Learner")
+        else ""
+    )
     if crashed:
         return f"{label} did not stop within {grace:.0f} s after the failure{lost}: killing it"
-    return (f"{label} did not stop within --stop_timeout_sec={grace:.0f} s{lost}: killing it; "
-            f"raise --stop_timeout_sec to let it finish")
+    return (
+        f"{label} did not stop within --stop_timeout_sec={grace:.0f} s{lost}: killing it; "
+        f"raise --stop_timeout_sec to let it finish"
+    )

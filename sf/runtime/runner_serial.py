@@ -4,6 +4,7 @@ pyinstrument see the whole program. Learner and inference worker share one model
 SIGINT and SIGTERM stay blocked while the loop runs, and a timer turns a pending one into the stop: the
 processes envs start (VizDoom engines) inherit the block, so a signal to the whole process group (Ctrl-C,
 `kill -TERM -<pgid>`) does not end an engine before its worker closes it."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """What every placement needs before components exist: the env's spaces, the model, the buffers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,15 +24,19 @@ class EnvInfo:
 def probe_env(cfg) -> EnvInfo:
     """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
     honour fails here, before any process starts."""
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack)
+    env = EnvAdapter(
+        create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
+    )
     try:
         info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
     finally:
         env.close()
     if cfg.exploration_loss == "symmetric_kl" and info.action_spec.continuous_dim:
-        raise ConfigError("--exploration_loss=symmetric_kl needs a purely categorical action space; "
-                          f"{cfg.env} has {info.action_spec.continuous_dim} continuous action dimensions (use entropy)",
-                          flag="--exploration_loss")
+        raise ConfigError(
+            "--exploration_loss=symmetric_kl needs a purely categorical action space; "
+            f"{cfg.env} has {info.action_spec.continuous_dim} continuous action dimensions (use entropy)",
+            flag="--exploration_loss",
+        )
     return info
 
 

@@ -4,6 +4,7 @@ The run's id is `<experiment>_<timestamp>`, kept in config.json (`wandb_unique_i
 continues its W&B run as in Sample Factory. The run's files go under the experiment folder (`wandb/`).
 Scalars are logged with `env_frames` as their x axis; with several policies each key gets a `p<i>/` prefix.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,14 +40,24 @@ class WandbLogger:
         cfg.wandb_unique_id = wandb_run_id(cfg, experiment_dir)
         try:
             self.run = wandb.init(
-                project=cfg.wandb_project, entity=cfg.wandb_user, group=cfg.wandb_group or cfg.env,
-                job_type=cfg.wandb_job_type, tags=cfg.wandb_tags, id=cfg.wandb_unique_id, name=cfg.wandb_unique_id,
-                resume="allow", dir=str(experiment_dir), config=cfg_to_dict(cfg),
+                project=cfg.wandb_project,
+                entity=cfg.wandb_user,
+                group=cfg.wandb_group or cfg.env,
+                job_type=cfg.wandb_job_type,
+                tags=cfg.wandb_tags,
+                id=cfg.wandb_unique_id,
+                name=cfg.wandb_unique_id,
+                resume="allow",
+                dir=str(experiment_dir),
+                config=cfg_to_dict(cfg),
             )
         except Exception as err:  # no login, no network: say so before anything starts
             first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            print(f"sf: error: --with_wandb: cannot start a W&B run ({first_line}); run `wandb login`, "
-                  "or set WANDB_MODE=offline and upload later with `wandb sync`", file=sys.stderr)
+            print(
+                f"sf: error: --with_wandb: cannot start a W&B run ({first_line}); run `wandb login`, "
+                "or set WANDB_MODE=offline and upload later with `wandb sync`",
+                file=sys.stderr,
+            )
             sys.exit(2)
         self.run.define_metric(STEP_KEY)
         self.run.define_metric("*", step_metric=STEP_KEY)

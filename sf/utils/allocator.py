@@ -7,6 +7,7 @@ trimming pushed out of reach, freed blocks are reused: 1.21-1.28 s, no faults on
 convnet_simple + GRU 512). The price: a process keeps what it freed, bounded by a few of its largest blocks
 (that learner settled at 1.2 GB instead of 0.8 GB after ten steps and stayed there).
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -1,4 +1,5 @@
 """One logger, `sf`, in Sample Factory's line format: `[time][pid] message`, to stderr and the experiment log."""
+
 from __future__ import annotations
 
 import logging

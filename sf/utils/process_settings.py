@@ -4,12 +4,13 @@ Component processes are started with `spawn`, so a child's math libraries read t
 the child imports them, before any of our code runs there: those variables are set in the parent around
 `Process.start()` (`thread_limits`). Everything else is applied by the child itself (`apply_process_settings`).
 """
+
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
@@ -21,8 +22,14 @@ log = logging.getLogger("sf")
 # start) sits below the learner, the one stage of the pipeline that cannot be spread over more processes
 COLLECTOR_NICE_OFFSET = 5
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                    "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMBA_NUM_THREADS",
+)
 
 
 @contextmanager
@@ -62,8 +69,9 @@ def apply_process_settings(cfg, kind: str, index: int) -> None:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, cfg.default_niceness)
         except PermissionError:
-            log.warning("--default_niceness=%d needs privileges this user lacks; priority unchanged",
-                        cfg.default_niceness)
+            log.warning(
+                "--default_niceness=%d needs privileges this user lacks; priority unchanged", cfg.default_niceness
+            )
     if cfg.learner_priority and kind in ("rollout", "inference"):
         os.nice(COLLECTOR_NICE_OFFSET)  # relative to the above, and upwards: needs no privilege
     if kind == "rollout" and cfg.set_workers_cpu_affinity and hasattr(os, "sched_setaffinity"):

@@ -10,11 +10,13 @@ methods, so an unobserved block costs exactly what it did before; installing one
 every hook with the node (whose `path` is "parent/child" and whose `timing.name` is the component). A trace
 recorder installed alone gets exits with its appends written into them, one Python call per scope as without it.
 """
+
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 _clock = time.perf_counter
 
@@ -80,7 +82,9 @@ class ScopeHook(NamedTuple):
 
 
 _hooks: list[ScopeHook] = []
-_PLAIN = {cls: (cls.__dict__.get("__enter__"), cls.__dict__.get("__exit__")) for cls in (_Node, _LastNode, _AverageNode)}
+_PLAIN = {
+    cls: (cls.__dict__.get("__enter__"), cls.__dict__.get("__exit__")) for cls in (_Node, _LastNode, _AverageNode)
+}
 
 
 def _observed(enter, exit_, enters: list, exits: list):
@@ -96,6 +100,7 @@ def _observed(enter, exit_, enters: list, exits: list):
             exit_(self, exc_type, exc, tb)
             only_exit(self)
     else:
+
         def hooked_exit(self, exc_type, exc, tb):
             exit_(self, exc_type, exc, tb)
             for hook_exit in exits:
@@ -147,8 +152,11 @@ def _install_methods() -> None:
             cls.__exit__ = fused.get(cls) or _observed(enter, exit_, [], [_record_exit(*only.record)])[1]
         return
     enters = [hook.enter for hook in _hooks if hook.enter is not None]
-    exits = [hook.exit or _record_exit(*hook.record) for hook in reversed(_hooks)
-             if hook.exit is not None or hook.record is not None]
+    exits = [
+        hook.exit or _record_exit(*hook.record)
+        for hook in reversed(_hooks)
+        if hook.exit is not None or hook.record is not None
+    ]
     for cls, (enter, exit_) in _PLAIN.items():
         hooked_enter, hooked_exit = _observed(enter or _Node.__dict__["__enter__"], exit_, enters, exits)
         if enter is not None:

@@ -6,6 +6,7 @@ gate (redrawn every step), and +1 on reaching the goal (a new one is drawn). Epi
 policy earns about 3.5 per episode; a good one more than 20. The module needs only gymnasium and numpy, so other
 frameworks can import the same env for side-by-side runs.
 """
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -22,11 +23,13 @@ class GoalGateEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, render_mode: str | None = None):
-        self.observation_space = spaces.Dict({
-            "pos": spaces.Box(-1.0, 1.0, (2,), np.float32),
-            "goal": spaces.Box(-1.0, 1.0, (2,), np.float32),
-            "gate": spaces.Box(0.0, 1.0, (NUM_GATES,), np.float32),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "pos": spaces.Box(-1.0, 1.0, (2,), np.float32),
+                "goal": spaces.Box(-1.0, 1.0, (2,), np.float32),
+                "gate": spaces.Box(0.0, 1.0, (NUM_GATES,), np.float32),
+            }
+        )
         self.action_space = spaces.Tuple((spaces.Discrete(NUM_GATES), spaces.Box(-1.0, 1.0, (2,), np.float32)))
         self.render_mode = render_mode
         self._pos = np.zeros(2, np.float32)

@@ -6,6 +6,7 @@ A factory is called as `factory(env_name, cfg, env_config, render_mode)` and ret
 spaces (here Dict observations and a Tuple(Discrete, Box) action) and lays out buffers, encoders and action heads
 from them. No family defaults are applied: every flag has its base default unless given.
 """
+
 from __future__ import annotations
 
 import sys

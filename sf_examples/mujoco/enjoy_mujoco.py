@@ -3,6 +3,7 @@
 With `--save_video` an OpenGL backend is chosen first (see `gl_backend`); when none can render, one line
 says how to get one and the evaluation runs without video.
 """
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ process, so a failed attempt cannot be retried in-process with another backend. 
 therefore probed in a short subprocess, and only a backend that really rendered is exported as
 `MUJOCO_GL`. A `MUJOCO_GL` the user set is respected: it is probed, never replaced.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,15 +44,20 @@ def candidate_backends(environ: Mapping[str, str], platform: str = sys.platform)
 def probe_backend(backend: str) -> bool:
     """Whether MuJoCo renders a frame with MUJOCO_GL=backend, tried in a fresh interpreter."""
     try:
-        result = subprocess.run([sys.executable, "-c", _PROBE_CODE], env=dict(os.environ, MUJOCO_GL=backend),
-                                capture_output=True, timeout=PROBE_TIMEOUT_S)
+        result = subprocess.run(
+            [sys.executable, "-c", _PROBE_CODE],
+            env=dict(os.environ, MUJOCO_GL=backend),
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
 
 
-def choose_gl_backend(environ: Mapping[str, str], probe: Probe = probe_backend,
-                      platform: str = sys.platform) -> tuple[str | None, str | None]:
+def choose_gl_backend(
+    environ: Mapping[str, str], probe: Probe = probe_backend, platform: str = sys.platform
+) -> tuple[str | None, str | None]:
     """(backend, None) for the first backend that renders, else (None, the one-line advice to show the user)."""
     user_choice = environ.get("MUJOCO_GL")
     candidates = [user_choice] if user_choice else candidate_backends(environ, platform)

@@ -1,4 +1,5 @@
 """The gymnasium MuJoCo v5 tasks under short sf names, and the PPO defaults that suit them."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,9 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {  # per task, above the common defau
 }
 
 # tasks whose model has a camera that follows the body; the default free camera would watch it run out of frame
-TRACKING_CAMERA = frozenset({"mujoco_ant", "mujoco_halfcheetah", "mujoco_hopper", "mujoco_walker", "mujoco_humanoid",
-                             "mujoco_swimmer"})
+TRACKING_CAMERA = frozenset(
+    {"mujoco_ant", "mujoco_halfcheetah", "mujoco_hopper", "mujoco_walker", "mujoco_humanoid", "mujoco_swimmer"}
+)
 
 
 def _gym_id(env_name: str) -> str:
@@ -43,7 +45,9 @@ def _gym_id(env_name: str) -> str:
         raise EnvNotFoundError(f"{env_name!r} is not a MuJoCo task; known: {', '.join(MUJOCO_ENVS)}") from None
 
 
-def make_mujoco_env(full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None) -> gymnasium.Env:
+def make_mujoco_env(
+    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
+) -> gymnasium.Env:
     gym_id = _gym_id(full_env_name)
     camera = {"camera_name": "track"} if render_mode is not None and full_env_name in TRACKING_CAMERA else {}
     return gymnasium.make(gym_id, render_mode=render_mode, **camera)

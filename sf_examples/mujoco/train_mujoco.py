@@ -1,4 +1,5 @@
 """Train on a gymnasium MuJoCo v5 task: `python -m sf_examples.mujoco.train_mujoco --env=mujoco_ant`."""
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ and with the limiting component made faster (the env's sleep halved, the encoder
 envs per message). It prints what the report's model predicts from the first run for the speed-ups actually
 measured on every kind of work in every group of processes, next to the FPS change measured in the second run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sf.profiling.run_data import load_experiment
 from sf.profiling.bottleneck import KINDS, group_kind_per_frame, kind_seconds, predict_fps
+from sf.profiling.run_data import load_experiment
 
 COMMON = ["--num_workers=2", "--benchmark=True", "--experiment_summaries_interval=1", "--seed=1", "--device=cpu"]
 
@@ -29,38 +30,83 @@ class Case:
     frames: int  # env frames for a run of a few seconds on two free cores
 
     def argv(self, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None) -> list[str]:
-        return [sys.executable, "-m", self.module, *COMMON, *self.flags, *(self.faster if faster else ()),
-                f"--train_for_env_steps={frames or self.frames}", "--train_for_seconds=240",
-                f"--train_dir={train_dir}", f"--experiment={experiment}"]
+        return [
+            sys.executable,
+            "-m",
+            self.module,
+            *COMMON,
+            *self.flags,
+            *(self.faster if faster else ()),
+            f"--train_for_env_steps={frames or self.frames}",
+            "--train_for_seconds=240",
+            f"--train_dir={train_dir}",
+            f"--experiment={experiment}",
+        ]
 
 
 CASES = {
-    "simulation": Case("simulation", "sf_examples.profiling.sleepy_env",
-                       ("--env=sleepy_cartpole_1000us", "--num_envs_per_worker=8", "--encoder_mlp_layers", "16", "16"),
-                       ("--env=sleepy_cartpole_500us",), 16_000),
-    "inference": Case("inference", "sf_examples.train_gym_env",
-                      ("--env=CartPole-v1", "--num_envs_per_worker=2", "--encoder_mlp_layers", "2048", "2048", "2048",
-                       "--batch_size=512", "--num_batches_per_epoch=1", "--num_epochs=1", "--rollout=16"),
-                      ("--encoder_mlp_layers", "1448", "1448", "1448"), 6_000),
-    "learner": Case("learner", "sf_examples.train_gym_env",
-                    ("--env=CartPole-v1", "--num_envs_per_worker=8", "--encoder_mlp_layers", "256", "256",
-                     "--num_epochs=16"),
-                    ("--num_epochs=8",), 12_000),
+    "simulation": Case(
+        "simulation",
+        "sf_examples.profiling.sleepy_env",
+        ("--env=sleepy_cartpole_1000us", "--num_envs_per_worker=8", "--encoder_mlp_layers", "16", "16"),
+        ("--env=sleepy_cartpole_500us",),
+        16_000,
+    ),
+    "inference": Case(
+        "inference",
+        "sf_examples.train_gym_env",
+        (
+            "--env=CartPole-v1",
+            "--num_envs_per_worker=2",
+            "--encoder_mlp_layers",
+            "2048",
+            "2048",
+            "2048",
+            "--batch_size=512",
+            "--num_batches_per_epoch=1",
+            "--num_epochs=1",
+            "--rollout=16",
+        ),
+        ("--encoder_mlp_layers", "1448", "1448", "1448"),
+        6_000,
+    ),
+    "learner": Case(
+        "learner",
+        "sf_examples.train_gym_env",
+        ("--env=CartPole-v1", "--num_envs_per_worker=8", "--encoder_mlp_layers", "256", "256", "--num_epochs=16"),
+        ("--num_epochs=8",),
+        12_000,
+    ),
     # inference in a process of its own: a request and its actions cross processes (in the rollout workers, the
     # default for so small a model, there would be no per-step messages to be bound by)
-    "communication": Case("communication", "sf_examples.train_gym_env",
-                          ("--env=CartPole-v1", "--num_envs_per_worker=32", "--encoder_mlp_layers", "8", "8",
-                           "--worker_num_splits=4", "--batch_size=4096", "--num_batches_per_epoch=1", "--num_epochs=1",
-                           "--inference_placement=own_process"),
-                          ("--worker_num_splits=2",), 150_000),
+    "communication": Case(
+        "communication",
+        "sf_examples.train_gym_env",
+        (
+            "--env=CartPole-v1",
+            "--num_envs_per_worker=32",
+            "--encoder_mlp_layers",
+            "8",
+            "8",
+            "--worker_num_splits=4",
+            "--batch_size=4096",
+            "--num_batches_per_epoch=1",
+            "--num_epochs=1",
+            "--inference_placement=own_process",
+        ),
+        ("--worker_num_splits=2",),
+        150_000,
+    ),
 }
 
 
-def run_case(case: Case, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None,
-             timeout: float = 600) -> Path:
+def run_case(
+    case: Case, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None, timeout: float = 600
+) -> Path:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    done = subprocess.run(case.argv(train_dir, experiment, faster, frames), env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        case.argv(train_dir, experiment, faster, frames), env=env, capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{case.kind} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return Path(train_dir) / experiment
@@ -90,15 +136,25 @@ def check(case: Case, train_dir: str) -> dict:
     speedups = {k: before[k] / after[k] for k in KINDS if before[k] > 0 and after[k] > 0}
     base_exp, fast_exp = load_experiment(base), load_experiment(fast)
     group_before, group_after = group_kind_per_frame(base_exp), group_kind_per_frame(fast_exp)
-    group_speedups = {key: group_before[key] / group_after[key] for key in group_before
-                      if group_before[key] > 0 and group_after.get(key, 0) > 0}
+    group_speedups = {
+        key: group_before[key] / group_after[key]
+        for key in group_before
+        if group_before[key] > 0 and group_after.get(key, 0) > 0
+    }
     fps_base, fps_fast = base_exp.fps, fast_exp.fps
     predicted = predict_fps(base_exp, group_speedups)
     kind_only = predict_fps(base_exp, {key: k for key, k in group_speedups.items() if key[1] == case.kind})
-    return {"kind": case.kind, "speedup": speedups.get(case.kind, 1.0), "speedups": speedups, "fps_base": fps_base,
-            "fps_fast": fps_fast, "predicted_change": predicted / fps_base - 1,
-            "predicted_kind_only": kind_only / fps_base - 1,
-            "measured_change": fps_fast / fps_base - 1, "fps_error": predicted / fps_fast - 1}
+    return {
+        "kind": case.kind,
+        "speedup": speedups.get(case.kind, 1.0),
+        "speedups": speedups,
+        "fps_base": fps_base,
+        "fps_fast": fps_fast,
+        "predicted_change": predicted / fps_base - 1,
+        "predicted_kind_only": kind_only / fps_base - 1,
+        "measured_change": fps_fast / fps_base - 1,
+        "fps_error": predicted / fps_fast - 1,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,13 +162,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train_dir", default="/tmp/sf_induced_bottlenecks")
     parser.add_argument("--kinds", nargs="*", default=list(CASES))
     args = parser.parse_args(argv)
-    print(f"{'kind':<14} {'speed-up':>8} {'FPS before':>10} {'FPS after':>10} {'kind only':>9} {'predicted':>9} "
-          f"{'measured':>9} {'FPS error':>9}   speed-up measured per kind")
+    print(
+        f"{'kind':<14} {'speed-up':>8} {'FPS before':>10} {'FPS after':>10} {'kind only':>9} {'predicted':>9} "
+        f"{'measured':>9} {'FPS error':>9}   speed-up measured per kind"
+    )
     for kind in args.kinds:
         r = check(CASES[kind], args.train_dir)
-        print(f"{kind:<14} {r['speedup']:>7.2f}x {r['fps_base']:>10,.0f} {r['fps_fast']:>10,.0f} "
-              f"{r['predicted_kind_only']:>+9.0%} {r['predicted_change']:>+9.0%} {r['measured_change']:>+9.0%} {r['fps_error']:>+9.0%}   "
-              + ", ".join(f"{k} {v:.2f}x" for k, v in r["speedups"].items()), flush=True)
+        print(
+            f"{kind:<14} {r['speedup']:>7.2f}x {r['fps_base']:>10,.0f} {r['fps_fast']:>10,.0f} "
+            f"{r['predicted_kind_only']:>+9.0%} {r['predicted_change']:>+9.0%} "
+            f"{r['measured_change']:>+9.0%} {r['fps_error']:>+9.0%}   "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in r["speedups"].items()),
+            flush=True,
+        )
     return 0
 
 

@@ -4,6 +4,7 @@
 run that `python -m sf.profile report` should call simulation-bound. Any sleep can be named in microseconds, so two
 runs that differ only in the simulator's speed are one flag apart.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,10 @@ def make_sleepy_env(full_env_name: str, cfg, env_config=None, render_mode=None) 
 def main(argv: list[str] | None = None) -> int:
     cfg = main_cfg_or_exit(argv, defaults=lambda env: gym_defaults("CartPole-v1"))
     if not NAME.fullmatch(cfg.env):
-        print(f"--env: {cfg.env!r} is not sleepy_cartpole_<microseconds>us; for example --env=sleepy_cartpole_2000us",
-              file=sys.stderr)
+        print(
+            f"--env: {cfg.env!r} is not sleepy_cartpole_<microseconds>us; for example --env=sleepy_cartpole_2000us",
+            file=sys.stderr,
+        )
         return 2
     register_env(cfg.env, make_sleepy_env)
     return run_rl(cfg)

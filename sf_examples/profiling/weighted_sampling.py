@@ -1,4 +1,5 @@
-"""Weighted sampling from a replay buffer, five ways: a worked hotspot case study (docs/case-study-weighted-sampling.md).
+"""Weighted sampling from a replay buffer, five ways: a worked hotspot case study
+(docs/case-study-weighted-sampling.md).
 
 A buffer holds the return of each of 1,000,000 stored transitions. Every training step one new return overwrites
 the oldest entry, then a batch of 256 indices is drawn (with replacement), each with probability proportional to
@@ -16,6 +17,7 @@ once under the chosen Python profiler, prints the profiler's top functions, the 
 The table gives wall time (Timing) and process CPU time per batch; the speed-up is on CPU time, which a busy machine
 does not inflate (torch runs on one thread here, so the two are comparable).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -140,8 +142,9 @@ def _tree_set(sums: np.ndarray, mins: np.ndarray, size: int, index: int, weight:
 
 
 @numba.njit(cache=True)
-def _tree_draw(sums: np.ndarray, size: int, excess: float, targets: np.ndarray, accept: np.ndarray,
-               out: np.ndarray, filled: int) -> int:
+def _tree_draw(
+    sums: np.ndarray, size: int, excess: float, targets: np.ndarray, accept: np.ndarray, out: np.ndarray, filled: int
+) -> int:
     """Descend for each target (sorted, so neighbouring descents share cached nodes); keep leaf i with probability
     (w_i - excess) / w_i. Returns how many of `out` are filled."""
     for j in range(targets.shape[0]):
@@ -263,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Weighted replay sampling, five ways, timed and profiled.")
     parser.add_argument("--buffer", type=int, default=BUFFER, help="entries in the replay buffer")
     parser.add_argument("--seconds", type=float, default=2.0, help="time spent on each sampler (at least 5 batches)")
-    parser.add_argument("--profiling_backend", choices=("cprofile", "yappi", "pyinstrument", "none"), default="cprofile")
+    parser.add_argument(
+        "--profiling_backend", choices=("cprofile", "yappi", "pyinstrument", "none"), default="cprofile"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # one thread like the others, so CPU time and wall time measure the same thing
     returns = np.random.default_rng(0).normal(size=args.buffer)
@@ -283,12 +288,20 @@ def main(argv: list[str] | None = None) -> int:
         wall[cls.name] = timing.get(cls.name) / steps
         if args.profiling_backend != "none":
             print(f"--- {cls.name}: {args.profiling_backend}, {min(steps, 50)} batches")
-            print(profile_once(args.profiling_backend,
-                               lambda: workload(sampler, min(steps, 50), Timing("profiled"), np.random.default_rng(5))))
+            print(
+                profile_once(
+                    args.profiling_backend,
+                    lambda sampler=sampler, steps=steps: workload(
+                        sampler, min(steps, 50), Timing("profiled"), np.random.default_rng(5)
+                    ),
+                )
+            )
     print(timing.tree_str())
     first = SAMPLERS[0].name
-    print(f"\n{'sampler':<12} {'wall ms/batch':>13} {'CPU ms/batch':>13} {'speed-up (CPU)':>15}   "
-          f"(buffer {args.buffer:,}, batch {BATCH})")
+    print(
+        f"\n{'sampler':<12} {'wall ms/batch':>13} {'CPU ms/batch':>13} {'speed-up (CPU)':>15}   "
+        f"(buffer {args.buffer:,}, batch {BATCH})"
+    )
     for name in cpu:
         print(f"{name:<12} {1e3 * wall[name]:>13.4f} {1e3 * cpu[name]:>13.4f} {cpu[first] / cpu[name]:>14.1f}x")
     return 0

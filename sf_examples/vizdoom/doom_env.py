@@ -1,12 +1,14 @@
 """A headless `vizdoom.DoomGame` as a gymnasium env: discrete button combinations in, resized RGB frames out."""
+
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Any, Iterator
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -86,8 +88,9 @@ class DoomEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": TICRATE}
 
-    def __init__(self, scenario: DoomScenario, options: DoomEnvOptions = DoomEnvOptions(),
-                 render_mode: str | None = None):
+    def __init__(
+        self, scenario: DoomScenario, options: DoomEnvOptions = DoomEnvOptions(), render_mode: str | None = None
+    ):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode={render_mode!r} is not supported; supported: None, 'rgb_array' (headless)")
         self.scenario = scenario

@@ -5,6 +5,7 @@ scenarios that pay per tic (basic: -1/tic living cost; health gathering: +1/tic 
 distance (deadly corridor) get 0.01, scenarios that pay per kill or per goal get 1.0.
 Time limits are in game tics (35 per second), so episode length does not depend on `--env_frameskip`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,23 +36,38 @@ DOOM_SCENARIOS: dict[str, DoomScenario] = {
     ),
     # walk over medkits on an acid floor; +1 per tic alive, -100 on death
     "doom_health_gathering": DoomScenario(
-        "health_gathering.cfg", (NOOP, *TURNS, ("MOVE_FORWARD",), *WALK_AND_TURN), reward_scale=0.01,
+        "health_gathering.cfg",
+        (NOOP, *TURNS, ("MOVE_FORWARD",), *WALK_AND_TURN),
+        reward_scale=0.01,
         timeout_tics=ONE_MINUTE,
     ),
     "doom_health_gathering_supreme": DoomScenario(
-        "health_gathering_supreme.cfg", (NOOP, *TURNS, ("MOVE_FORWARD",), *WALK_AND_TURN), reward_scale=0.01,
+        "health_gathering_supreme.cfg",
+        (NOOP, *TURNS, ("MOVE_FORWARD",), *WALK_AND_TURN),
+        reward_scale=0.01,
         timeout_tics=ONE_MINUTE,
     ),
     # run down a corridor past shooting monsters to the vest; reward is progress along it, -100 on death
     "doom_deadly_corridor": DoomScenario(
         "deadly_corridor.cfg",
-        (NOOP, ("MOVE_FORWARD",), ("MOVE_BACKWARD",), *STRAFES, *TURNS, ("ATTACK",), *WALK_AND_TURN,
-         ("MOVE_FORWARD", "ATTACK")),
-        reward_scale=0.01, timeout_tics=ONE_MINUTE,
+        (
+            NOOP,
+            ("MOVE_FORWARD",),
+            ("MOVE_BACKWARD",),
+            *STRAFES,
+            *TURNS,
+            ("ATTACK",),
+            *WALK_AND_TURN,
+            ("MOVE_FORWARD", "ATTACK"),
+        ),
+        reward_scale=0.01,
+        timeout_tics=ONE_MINUTE,
     ),
     # find the vest in a maze of rooms; +1 on reaching it, a tiny per-tic cost otherwise
     "doom_my_way_home": DoomScenario(
-        "my_way_home.cfg", (NOOP, *TURNS, ("MOVE_FORWARD",), *STRAFES, *WALK_AND_TURN), reward_scale=1.0,
+        "my_way_home.cfg",
+        (NOOP, *TURNS, ("MOVE_FORWARD",), *STRAFES, *WALK_AND_TURN),
+        reward_scale=1.0,
         timeout_tics=ONE_MINUTE,
     ),
     # Throughput benchmark: `deathmatch` is the bundled scenario closest to a real Doom workload (a large
@@ -61,7 +77,9 @@ DOOM_SCENARIOS: dict[str, DoomScenario] = {
     "doom_benchmark": DoomScenario(
         "deathmatch.cfg",
         (NOOP, ("MOVE_FORWARD",), ("MOVE_BACKWARD",), *STRAFES, *TURNS, ("ATTACK",), *WALK_AND_TURN, *AIM_AND_SHOOT),
-        reward_scale=1.0, timeout_tics=2 * ONE_MINUTE, kill_reward=1.0,
+        reward_scale=1.0,
+        timeout_tics=2 * ONE_MINUTE,
+        kill_reward=1.0,
     ),
 }
 
@@ -73,7 +91,9 @@ def _scenario(env_name: str) -> DoomScenario:
         raise EnvNotFoundError(f"{env_name!r} is not a Doom env; known: {', '.join(DOOM_SCENARIOS)}") from None
 
 
-def make_doom_env(full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None) -> gymnasium.Env:
+def make_doom_env(
+    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
+) -> gymnasium.Env:
     """Registry factory; seeding comes through `reset(seed=...)`, so `env_config` is not needed here."""
     return DoomEnv(_scenario(full_env_name), DoomEnvOptions.from_cfg(cfg), render_mode)
 
@@ -88,7 +108,11 @@ def add_doom_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--res_w", type=int, default=defaults.res_w, help="observation width after resizing")
     parser.add_argument("--res_h", type=int, default=defaults.res_h, help="observation height after resizing")
     parser.add_argument(
-        "--wide_aspect_ratio", type=str2bool, nargs="?", const=True, default=defaults.wide_aspect_ratio,
+        "--wide_aspect_ratio",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=defaults.wide_aspect_ratio,
         help="render at 16:9 (256x144, a wider field of view) instead of 160x120 before resizing",
     )
 

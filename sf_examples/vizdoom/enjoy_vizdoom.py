@@ -1,8 +1,10 @@
-"""Evaluate a VizDoom experiment: `python -m sf_examples.vizdoom.enjoy_vizdoom --env=doom_basic --experiment=... --save_video`.
+"""Evaluate a VizDoom experiment:
+`python -m sf_examples.vizdoom.enjoy_vizdoom --env=doom_basic --experiment=... --save_video`.
 
 Loads the experiment's newest checkpoint, plays `--max_num_episodes` episodes (5 when not given), logs each
 return and their average, and with `--save_video` writes `<train_dir>/<experiment>/replay.mp4`.
 """
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ opencv is not installed, and PIL's filters cost ~10x more per frame (200-300 us 
 160x120 -> 128x72), which is a large share of a Doom step; nearest neighbour is also what Sample
 Factory's Doom pipeline uses by default, so learned policies see the same kind of image.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Train on a bundled VizDoom scenario: `python -m sf_examples.vizdoom.train_vizdoom --env=doom_basic`."""
+
 from __future__ import annotations
 
 import sys

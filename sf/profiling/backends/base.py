@@ -4,13 +4,13 @@ A backend object covers one capture window of one process: `start()` when the wi
 learner iteration inside it, `stop()` when it closes (its outputs are complete once `stop()` returns),
 `outputs()` the files it wrote. Whole-life profiling is one window from the loop's start to the process's end.
 """
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
-
-from sf.profiling.config import ProfilingConfig
+from typing import Protocol
 
 
 class Backend(Protocol):

@@ -1,4 +1,5 @@
 """cProfile: deterministic, every Python call; `<stem>.prof` opens with pstats, snakeviz or gprof2dot."""
+
 from __future__ import annotations
 
 import cProfile

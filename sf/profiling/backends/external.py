@@ -4,6 +4,7 @@ capture-range=cudaProfilerApi, and by rocprof-sys).
 
 Option rendering follows RLinf: a one-letter key becomes `-k value`, a longer one `--key=value`, a flag `--flag`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,8 +38,12 @@ def nsight_command(pcfg: ProfilingConfig, stem: Path) -> tuple[list[str], dict[s
 
 def rocprof_sys_command(pcfg: ProfilingConfig, stem: Path) -> tuple[list[str], dict[str, str]]:
     """`rocprof-sys-python [args] --`; the output folder and prefix go through the environment, the user's env wins."""
-    env = {**ROCPROF_DEFAULT_ENV, "ROCPROFSYS_OUTPUT_PATH": str(stem.parent),
-           "ROCPROFSYS_OUTPUT_PREFIX": f"{stem.name}.", **pcfg.env}
+    env = {
+        **ROCPROF_DEFAULT_ENV,
+        "ROCPROFSYS_OUTPUT_PATH": str(stem.parent),
+        "ROCPROFSYS_OUTPUT_PREFIX": f"{stem.name}.",
+        **pcfg.env,
+    }
     return [binary_path("rocprof_sys"), *render_options(pcfg.args), "--"], env
 
 

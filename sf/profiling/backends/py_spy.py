@@ -4,6 +4,7 @@ Two recorders run side by side: one writes `<stem>.speedscope.json` (speedscope.
 graph `<stem>.svg`. They sample without pausing the process (--nonblocking). `stop()` sends them SIGINT, which
 makes py-spy write its file, and waits; a recorder whose process dies writes its file on its own.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,15 +31,33 @@ class PySpyBackend:
         self.recorders: list[subprocess.Popen] = []
 
     def command(self, fmt: str, path: Path) -> list[str]:
-        return [binary_path("py_spy"), "record", "--pid", str(os.getpid()), "--rate", str(RATE_HZ), "--nonblocking",
-                "--format", fmt, "--output", str(path)]
+        return [
+            binary_path("py_spy"),
+            "record",
+            "--pid",
+            str(os.getpid()),
+            "--rate",
+            str(RATE_HZ),
+            "--nonblocking",
+            "--format",
+            fmt,
+            "--output",
+            str(path),
+        ]
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
             for fmt, path in (("speedscope", self.speedscope), ("flamegraph", self.svg)):
                 # a session of its own: a Ctrl-C in the terminal reaches sf, which stops the recorders in order
-                self.recorders.append(subprocess.Popen(self.command(fmt, path), stdout=log, stderr=log,
-                                                       start_new_session=True, preexec_fn=_unblock_stop_signals))
+                self.recorders.append(
+                    subprocess.Popen(
+                        self.command(fmt, path),
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
+                        preexec_fn=_unblock_stop_signals,
+                    )
+                )
         _wait_for_attach(self.log, len(self.recorders))
 
     def step(self) -> None:

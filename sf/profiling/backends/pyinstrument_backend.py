@@ -1,5 +1,6 @@
 """pyinstrument: a low-overhead sampling profiler; `<stem>.html` opens in a browser, `<stem>.speedscope.json` in
 https://www.speedscope.app."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,6 +5,7 @@ under `tensorboard/` for TensorBoard's profiler plugin.
 With --profiling_steps the schedule is derived from the window: the profiler starts one learner iteration early
 to warm up (when there is an iteration before the window), then records the window's iterations.
 """
+
 from __future__ import annotations
 
 import shutil

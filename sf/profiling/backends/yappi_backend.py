@@ -4,6 +4,7 @@ Writes `<stem>.pstat` (pstats format) and `callgrind.out.<name>` (KCachegrind, Q
 wall time unless `--profiling_options clock=cpu`; the callgrind header states it, with the window's wall seconds
 and the process's CPU seconds over the same window, so the two clocks can be compared.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,10 @@ class YappiBackend:
         stats.save(str(self.pstat), type="pstat")
         tmp = self.callgrind.with_name(self.callgrind.name + ".tmp")
         stats.save(str(tmp), type="callgrind")
-        header = (f"desc: Clock: {self.clock} (yappi ticks are {'wall' if self.clock == 'wall' else 'CPU'} time)\n"
-                  f"desc: Window: {wall:.3f} s wall, {cpu:.3f} s process CPU (pid {os.getpid()})\n")
+        header = (
+            f"desc: Clock: {self.clock} (yappi ticks are {'wall' if self.clock == 'wall' else 'CPU'} time)\n"
+            f"desc: Window: {wall:.3f} s wall, {cpu:.3f} s process CPU (pid {os.getpid()})\n"
+        )
         text = tmp.read_text()
         tmp.write_text(text.replace("events: Ticks", header + "events: Ticks", 1))
         os.replace(tmp, self.callgrind)
