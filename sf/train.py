@@ -14,7 +14,7 @@ import threading
 import traceback
 
 from sf.cfg.arguments import describe_device, resolve_device
-from sf.cfg.errors import ConfigError, error_line
+from sf.utils.errors import ConfigError, error_line
 
 log = logging.getLogger("sf")
 

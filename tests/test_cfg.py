@@ -15,8 +15,8 @@ from sf.cfg.arguments import (
     parse_full_cfg,
     resolve_device,
 )
-from sf.cfg.errors import ConfigError
 from sf.cfg.validate import validate_cfg
+from sf.utils.errors import ConfigError
 
 # the profiling guide's Doom command line, as users copy it
 DOOM_COMMAND = """--env=doom_benchmark --env_frameskip=4 --train_for_env_steps=4000000 --use_rnn=True \

@@ -18,8 +18,8 @@ from sf.model import create_actor_critic
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.learner import Learner
-from sf.runtime.names import RUNNER, batcher_name
 from sf.runtime.policy_store import LocalPolicyStore
+from sf.utils.roles import RUNNER, batcher_name
 
 torch.set_num_threads(1)
 

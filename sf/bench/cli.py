@@ -17,7 +17,7 @@ from sf.bench.families import Family, family_of
 from sf.bench.table import format_table, write_chart, write_json
 from sf.bench.tune import Tuner, format_trials
 from sf.cfg.arguments import resolve_device
-from sf.cfg.errors import ConfigError
+from sf.utils.errors import ConfigError
 
 log = partial(print, flush=True)
 

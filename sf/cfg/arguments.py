@@ -20,10 +20,11 @@ from typing import Any
 
 import yaml
 
-from sf.cfg.errors import ConfigError, error_line
 from sf.cfg.unsupported import UNSUPPORTED, reject_unsupported
 from sf.cfg.validate import validate_cfg
-from sf.profiling.config import BACKENDS, flatten_yaml_section, profiling_config
+from sf.profiling.backends.catalog import BACKEND_NAMES, MAIN_THREAD_PROFILERS
+from sf.profiling.config import flatten_yaml_section, profiling_config
+from sf.utils.errors import ConfigError, error_line
 
 log = logging.getLogger("sf")
 
@@ -532,7 +533,7 @@ def _profiling_flags(g: _Group) -> None:
     """The same keys as a `profiling:` YAML section (docs/profiling.md)."""
     g.choice(
         "profiling_backend",
-        BACKENDS,
+        BACKEND_NAMES,
         "none",
         "profiler run on the selected worker groups (none: nothing is wrapped and no folder is created)",
     )
@@ -767,10 +768,6 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
         cfg.async_rl = False
     if cfg.env_threads == 0:
         cfg.env_threads = auto_env_threads(cfg)
-
-
-# profilers that follow the main thread only: env steps on other threads would vanish from their output
-MAIN_THREAD_PROFILERS = ("cprofile", "pyinstrument")
 
 
 def auto_env_threads(cfg: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from argparse import Namespace
 from dataclasses import dataclass
 from typing import Any
 
-from sf.cfg.errors import ConfigError
+from sf.utils.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from argparse import Namespace
 from collections.abc import Callable
 from pathlib import PurePath
 
-from sf.cfg.errors import ConfigError
+from sf.utils.errors import ConfigError
 
 # (flag, test, allowed values as shown to the user)
 _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
@@ -105,8 +105,6 @@ def validate_cfg(cfg: Namespace) -> None:
 
 
 def _check_cluster(cfg: Namespace) -> None:
-    from sf.distributed.placement import parse_worker_groups
-
     if cfg.backend == "ray" and cfg.serial_mode:
         raise ConfigError("--backend=ray: runs the parallel placement; drop --serial_mode=True", flag="--backend")
     if cfg.ray_max_restarts > 0 and not cfg.async_rl:
@@ -121,6 +119,20 @@ def _check_cluster(cfg: Namespace) -> None:
             f"more than --num_workers={cfg.num_workers}",
             flag="--ray_worker_groups",
         )
+
+
+def parse_worker_groups(specs: list[str]) -> list[tuple[str, int]]:
+    """`RESOURCE:COUNT` items as (resource, count); a malformed item fails naming the flag."""
+    groups = []
+    for spec in specs:
+        resource, _, count = spec.rpartition(":")
+        if not resource or not count.isdigit() or int(count) < 1:
+            raise ConfigError(
+                f"--ray_worker_groups: each item must be RESOURCE:COUNT with COUNT >= 1, got {spec!r}",
+                flag="--ray_worker_groups",
+            )
+        groups.append((resource, int(count)))
+    return groups
 
 
 def _check_paths(cfg: Namespace) -> None:

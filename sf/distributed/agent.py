@@ -38,7 +38,10 @@ from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
-from sf.runtime.names import (
+from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.setup import EnvInfo, build_model
+from sf.utils.roles import (
     RUNNER,
     batcher_name,
     inference_worker_name,
@@ -46,9 +49,6 @@ from sf.runtime.names import (
     policy_queue_name,
     rollout_worker_name,
 )
-from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
-from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.setup import EnvInfo, build_model
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")

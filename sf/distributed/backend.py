@@ -23,7 +23,7 @@ from sf.distributed.placement import Placement, plan
 from sf.distributed.transfer import portable_registry
 from sf.distributed.weights import WeightsPublisher
 from sf.envs.registry import registry_snapshot
-from sf.runtime.names import inference_worker_name, rollout_worker_name
+from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 

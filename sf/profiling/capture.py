@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from sf.runtime.names import RUNNER
+from sf.utils.roles import RUNNER
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
 try:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sf.profiling.backends import get_backend
-from sf.profiling.backends.external import COMMANDS
+from sf.profiling.backends.catalog import CATALOG, load
 from sf.profiling.config import GROUPS, ProfilingConfig
 from sf.profiling.window import StepGate
 
@@ -55,7 +55,7 @@ def join_wait_s(pcfg: ProfilingConfig, default: float) -> float:
 
 def wrapper_script(pcfg: ProfilingConfig, name: str, python: str) -> Path:
     """`<output_dir>/<name>.launch.sh`: the exact command the process starts under, kept next to its output."""
-    prefix, env = COMMANDS[pcfg.backend](pcfg, pcfg.output_dir / name)
+    prefix, env = load(CATALOG[pcfg.backend].command)(pcfg, pcfg.output_dir / name)
     lines = ["#!/bin/sh", f"# {name}: started by sf under --profiling_backend={pcfg.backend}"]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
     lines.append("exec " + " ".join(shlex.quote(token) for token in [*prefix, python]) + ' "$@"')

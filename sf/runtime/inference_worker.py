@@ -8,7 +8,7 @@ import torch
 
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.event_loop import Component
-from sf.runtime.names import inference_worker_name, rollout_worker_name
+from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 
 class InferenceWorker(Component):

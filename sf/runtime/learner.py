@@ -20,7 +20,7 @@ from sf.algo.vtrace import compute_vtrace
 from sf.profiling import staleness
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import Component
-from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_name
+from sf.utils.roles import RUNNER, batcher_name, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 

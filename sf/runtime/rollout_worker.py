@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.names import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
+from sf.utils.roles import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
 
 
 class RolloutWorker(Component):

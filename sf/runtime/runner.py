@@ -16,7 +16,7 @@ from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.series import SERIES_FILE, append_snapshot
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
-from sf.runtime.names import RUNNER, learner_name, profile_order
+from sf.utils.roles import RUNNER, learner_name, profile_order
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")

@@ -39,7 +39,12 @@ from sf.runtime import process_start
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
-from sf.runtime.names import (
+from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.runner import Runner
+from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
+from sf.utils.process_settings import apply_process_settings, thread_limits
+from sf.utils.roles import (
     RUNNER,
     batcher_name,
     inference_worker_name,
@@ -47,11 +52,6 @@ from sf.runtime.names import (
     policy_queue_name,
     rollout_worker_name,
 )
-from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
-from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.runner import Runner
-from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
-from sf.utils.process_settings import apply_process_settings, thread_limits
 
 log = logging.getLogger("sf")
 

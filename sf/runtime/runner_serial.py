@@ -24,11 +24,11 @@ from sf.runtime.event_loop import EventLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
-from sf.runtime.names import RUNNER, policy_queue_name
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model
+from sf.utils.roles import RUNNER, policy_queue_name
 
 log = logging.getLogger("sf")
 

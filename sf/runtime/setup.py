@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
-from sf.cfg.errors import ConfigError
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.spaces import ActionSpec
 from sf.model import create_actor_critic
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
+from sf.utils.errors import ConfigError
 
 
 @dataclass(frozen=True)
