@@ -15,8 +15,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sf.profiling.bottleneck import KINDS, group_kind_per_frame, kind_seconds, predict_fps
-from sf.profiling.run_data import load_experiment
+from sf.analysis.bottleneck import KINDS, group_kind_per_frame, kind_seconds, predict_fps
+from sf.analysis.run_data import load_experiment
+from sf.utils.roles import Role
 
 COMMON = ["--num_workers=2", "--benchmark=True", "--experiment_summaries_interval=1", "--seed=1", "--device=cpu"]
 
@@ -115,7 +116,7 @@ def run_case(
 def kind_per_frame(experiment_dir: Path) -> dict[str, float]:
     """Seconds of each kind of work per env frame over the steady window, summed over components."""
     exp = load_experiment(experiment_dir)
-    frames = exp.fps * max(c.lifetime_s for c in exp.components if c.role != "Runner")
+    frames = exp.fps * max(c.activity.lifetime_s for c in exp.components if c.role != Role.RUNNER)
     totals = {kind: 0.0 for kind in KINDS}
     for c in exp.components:
         for kind, seconds in kind_seconds(c).items():

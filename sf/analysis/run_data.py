@@ -13,31 +13,26 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX, activity_level
+from sf.profiling.activity import Activity, activity_level, activity_of
 from sf.profiling.series import Snapshot, read_series
+from sf.utils.roles import Role, role_of
 
 UNATTRIBUTED = "wait_unattributed"
-ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner", "NodeAgent")
 
 
 @dataclass
 class ComponentActivity:
+    """One component of a run over the span the report covers: who it is, and its `Activity` over that span."""
+
     name: str
     pid: int
-    role: str
-    lifetime_s: float
-    work_s: float
-    wait_s: float
-    overhead_s: float
-    waits: dict[str, float]
+    role: Role | None  # None for a name no sf component carries
+    activity: Activity
     tree: dict  # the Timing tree over the same span ({key: {time, children}})
     cpu_s: float | None = None  # CPU seconds of the whole process over the span, where sampled
     run_delay_s: float | None = None  # seconds the process was runnable but waited for a core
     cores: int | None = None
     steady: bool = False  # True: a steady-state window; False: the whole lifetime
-
-    def share(self, seconds: float) -> float:
-        return seconds / self.lifetime_s if self.lifetime_s > 0 else 0.0
 
 
 @dataclass
@@ -49,10 +44,6 @@ class Experiment:
     series: dict[str, list[Snapshot]] = field(default_factory=dict)
     frames: int = 0  # frames in the window the activity covers
     fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
-
-
-def role_of(name: str) -> str:
-    return next((r for r in ROLES if name.startswith(r)), "Other")
 
 
 def subtract_trees(later: dict, earlier: dict) -> dict:
@@ -67,24 +58,15 @@ def subtract_trees(later: dict, earlier: dict) -> dict:
     return out
 
 
-def split_top_level(tree: dict) -> tuple[float, dict[str, float], float]:
-    """(work seconds, {wait key: seconds}, loop-overhead seconds) of a tree, by the contract's naming."""
-    waits = {k: v["time"] for k, v in tree.items() if k.startswith(WAIT_PREFIX)}
-    overhead = tree.get(LOOP_OVERHEAD, {"time": 0.0})["time"]
-    work = sum(v["time"] for k, v in tree.items() if not k.startswith(WAIT_PREFIX) and k != LOOP_OVERHEAD)
-    return work, waits, overhead
-
-
 def _activity(name: str, pid: int, tree: dict, lifetime: float, steady: bool, **clock) -> ComponentActivity:
     role = role_of(name)
-    if role == "Runner":
-        tree = activity_level(tree, "main_loop") if "main_loop" in tree else tree  # main_loop spans the whole run
-    work, waits, overhead = split_top_level(tree)
-    if not waits:
-        waits = {UNATTRIBUTED: max(0.0, lifetime - work - overhead)}
-    return ComponentActivity(
-        name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree, steady=steady, **clock
-    )
+    if role == Role.RUNNER and "main_loop" in tree:
+        tree = activity_level(tree, "main_loop")  # main_loop spans the whole run
+    activity = activity_of(tree, lifetime)
+    if not activity.waits:
+        activity.waits = {UNATTRIBUTED: max(0.0, lifetime - activity.work_s - activity.overhead_s)}
+        activity.wait_s = activity.waits[UNATTRIBUTED]
+    return ComponentActivity(name, pid, role, activity, tree, steady=steady, **clock)
 
 
 MIN_STEADY_SHARE = 0.25  # a steady window shorter than this share of the run says more about its edges
@@ -114,7 +96,7 @@ def load_experiment(path: str | Path) -> Experiment:
     config = _read_json(path / "config.json")
     series = read_series(path)
     windows = {name: steady_window(snaps) for name, snaps in series.items()}
-    use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != "Runner")
+    use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != Role.RUNNER)
     components = []
     frame_rates = []
     for name, entry in profile.items():

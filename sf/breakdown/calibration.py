@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from sf.profiling.capture import ScopeRanges, in_sim_range, profiler_activities
+from sf.breakdown.capture import ScopeRanges, in_sim_range, profiler_activities
 from sf.utils.timing import Timing
 
 
@@ -37,7 +37,7 @@ class EventCosts:
     sim_s: float
     op_s: float
     op_inside_s: float
-    python_scale: float = 1.0  # the Python side of Python-called events in the training (`sf.profiling.in_situ`)
+    python_scale: float = 1.0  # the Python side of Python-called events in the training (`sf.breakdown.in_situ`)
 
     def to_dict(self) -> dict:
         return asdict(self)

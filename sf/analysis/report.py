@@ -8,13 +8,15 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sf.analysis.bottleneck import Verdict, assess
+from sf.analysis.charts import ActivityBar, ShareBar, activity_bars, share_bars
+from sf.analysis.json_safe import finite_json
+from sf.analysis.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 from sf.profiling.activity import WAIT_PREFIX
-from sf.profiling.bottleneck import Verdict, assess
-from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
+from sf.utils.roles import Role
 
 TOP_HOTSPOTS = 5
 WAITED_ON = {
@@ -30,9 +32,9 @@ WAITED_ON = {
 }
 # the role a wait is for, where it is one role: it may live in the waiting component's own process
 WAITED_ROLE = {
-    "wait_actions": "InferenceWorker",
-    "wait_requests": "RolloutWorker",
-    "wait_trajectories": "RolloutWorker",
+    "wait_actions": Role.INFERENCE_WORKER,
+    "wait_requests": Role.ROLLOUT_WORKER,
+    "wait_trajectories": Role.ROLLOUT_WORKER,
 }
 
 
@@ -70,17 +72,6 @@ class Report:
         return finite_json(asdict(self))
 
 
-def finite_json(data):
-    """JSON has no infinity or NaN: such values (a what-if with nothing left to limit the rate) become null."""
-    if isinstance(data, dict):
-        return {k: finite_json(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite_json(v) for v in data]
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    return data
-
-
 def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple[str, float]]:
     """The `top` busiest scopes (any depth, waits left out) as (path, share of the lifetime)."""
     items: list[tuple[str, float]] = []
@@ -98,15 +89,16 @@ def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple
 
 
 def component_row(c: ComponentActivity) -> ComponentRow:
+    a = c.activity
     return ComponentRow(
         c.name,
-        c.role,
-        c.lifetime_s,
-        c.share(c.work_s),
-        c.share(c.wait_s),
-        c.share(c.overhead_s),
-        {k: c.share(v) for k, v in c.waits.items()},
-        hotspots(c.tree, c.lifetime_s),
+        str(c.role),
+        a.lifetime_s,
+        a.share(a.work_s),
+        a.share(a.wait_s),
+        a.share(a.overhead_s),
+        {k: a.share(v) for k, v in a.waits.items()},
+        hotspots(c.tree, a.lifetime_s),
     )
 
 
@@ -119,24 +111,25 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
     for role, members in roles.items():
         totals: dict[str, float] = {}
         for c in members:
-            for key, seconds in c.waits.items():
-                totals[key] = totals.get(key, 0.0) + c.share(seconds) / len(members)
+            for key, seconds in c.activity.waits.items():
+                totals[key] = totals.get(key, 0.0) + c.activity.share(seconds) / len(members)
         if not totals:
             continue
         key = max(totals, key=totals.get)
-        idle = sum(c.share(c.wait_s) for c in members) / len(members)
+        idle = sum(c.activity.share(c.activity.wait_s) for c in members) / len(members)
         waiting_for = WAITED_ON.get(key, key[len(WAIT_PREFIX) :])
-        hosts = {c.pid for c in components if c.role == WAITED_ROLE.get(key)}
+        waited = WAITED_ROLE.get(key)
+        hosts = {c.pid for c in components if waited is not None and c.role == waited}
         if hosts and all(c.pid in hosts for c in members):  # e.g. inference inside each rollout worker's process
             waiting_for += ", in its own process"
-        lines.append(WaitLine(role, len(members), idle, waiting_for, key))
+        lines.append(WaitLine(str(role), len(members), idle, waiting_for, key))
     return lines
 
 
 def build_report(experiment: Experiment) -> Report:
-    steady = all(c.steady for c in experiment.components if c.role != "Runner")
+    steady = all(c.steady for c in experiment.components if c.role != Role.RUNNER)
     window = "steady state (start-up and shutdown left out)" if steady else "whole lifetime"
-    components = sorted(experiment.components, key=lambda c: (c.role == "Runner", c.role, c.name))
+    components = sorted(experiment.components, key=lambda c: (c.role == Role.RUNNER, str(c.role), c.name))
     return Report(
         str(experiment.path),
         window,
@@ -173,6 +166,17 @@ def format_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def hotspot_items(report: Report, per_component: int = 3, top: int = 15) -> list[ShareBar]:
+    """The busiest hotspots over all components, each as a share of its own component's lifetime."""
+    items = [
+        ShareBar(f"{r.name}: {path}", share)
+        for r in report.components
+        for path, share in r.hotspots[:per_component]
+        if share > 0
+    ]
+    return sorted(items, key=lambda item: -item.share)[:top]
+
+
 def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
     """A single self-contained page: the text report and every chart inline as base64 PNG."""
     images = "".join(
@@ -191,15 +195,17 @@ def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
 
 def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
     """Build the report, write the charts and report.html into profiling/, return what to print."""
-    from sf.profiling import charts
-
     experiment = load_experiment(experiment_dir)
     report = build_report(experiment)
     out = Path(experiment_dir) / "profiling"
     out.mkdir(exist_ok=True)
     pngs = {
-        "Work, wait and loop overhead per component": charts.activity_bars(report, out / "report_activity.png"),
-        "Top hotspots": charts.hotspot_bars(report, out / "report_hotspots.png"),
+        "Work, wait and loop overhead per component": activity_bars(
+            [ActivityBar(r.name, r.work, r.wait, r.overhead) for r in report.components],
+            f"verdict: {report.verdict.kind}-bound",
+            out / "report_activity.png",
+        ),
+        "Top hotspots": share_bars(hotspot_items(report), "% of the component's lifetime", out / "report_hotspots.png"),
     }
     write_html(report, pngs, out / "report.html")
     return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)

@@ -22,7 +22,7 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sf.profiling.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span
+from sf.breakdown.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span
 
 LAYERS = ("simulator", "python", "backend", "cuda_api", "gpu")
 

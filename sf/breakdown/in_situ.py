@@ -1,6 +1,6 @@
 """What an instrumentation event costs inside the training, against what it costs in the micro-benchmarks.
 
-The micro-benchmarks (`sf.profiling.calibration`) time events back to back, where the profiler's code and data stay
+The micro-benchmarks (`sf.breakdown.calibration`) time events back to back, where the profiler's code and data stay
 in the caches. Inside a training step an event called from Python follows other work that has evicted them, and it
 pays to bring them back: a `torch.add` right after a 4 MB sweep and some Python costs the profiler 1.13 us per
 recorded operator against 0.23 us in a tight loop (64 calls in a row after the same sweep, 0.26 us). That extra
@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from sf.profiling.correction import Overhead
+from sf.breakdown.correction import Overhead
 
 SLICE_S = 0.3  # aim for slices whose main loop runs this long: their factors agreed within 5 % from 0.2 s on
 MIN_SLICE_FRAMES = 1024

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sf.profiling.attribution import LAYERS, RowTimes
-from sf.profiling.calibration import EventCosts
-from sf.profiling.capture import LoopClock
-from sf.profiling.in_situ import InSituCalibration
+from sf.breakdown.attribution import LAYERS, RowTimes
+from sf.breakdown.calibration import EventCosts
+from sf.breakdown.capture import LoopClock
+from sf.breakdown.in_situ import InSituCalibration
 
 LAYER_TITLES = {
     "simulator": "simulator",

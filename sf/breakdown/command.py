@@ -2,12 +2,12 @@
 
 Runs the given training in this process, in serial mode (every component on the main thread, so one profiler
 sees all of it and the main thread is the whole critical path): a one-step warm-up that pays for lazy imports and
-first calls, the per-event cost measurement (micro-benchmarks, `sf.profiling.calibration`, then short slices of the
-same training plain and profiled, `sf.profiling.in_situ`), the full length plain, then the full length under
+first calls, the per-event cost measurement (micro-benchmarks, `sf.breakdown.calibration`, then short slices of the
+same training plain and profiled, `sf.breakdown.in_situ`), the full length plain, then the full length under
 torch.profiler with a range on every Timing scope and around the env's own calls, then the full length plain again
 (the two plain runs bracket the profiled one, so the machine's drift in speed cancels out of the uninstrumented
 figure they give). Each instant of the profiled main loop goes to one operation and one layer (simulator, Python,
-framework backend, CUDA API, GPU kernels; `sf.profiling.attribution`), and the measured per-event cost is
+framework backend, CUDA API, GPU kernels; `sf.breakdown.attribution`), and the measured per-event cost is
 subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in the experiment folder and prints the
 table.
 
@@ -28,14 +28,14 @@ from pathlib import Path
 
 import torch
 
-from sf.profiling import in_situ
-from sf.profiling.attribution import attribute
-from sf.profiling.breakdown_report import Breakdown, table, write_chart
-from sf.profiling.calibration import measure_event_costs
-from sf.profiling.capture import SIM_RANGE, WINDOW_RANGE, Capture, LoopClock, event_loop_clocks, mean_clock, total_clock
-from sf.profiling.correction import Overhead, corrected, fold_small_rows, merge_rollout_workers, row_overhead
-from sf.profiling.nvml import open_sampler
-from sf.profiling.spans import SCOPE, Span, spans_from_kineto
+from sf.breakdown import in_situ
+from sf.breakdown.attribution import attribute
+from sf.breakdown.calibration import measure_event_costs
+from sf.breakdown.capture import SIM_RANGE, WINDOW_RANGE, Capture, LoopClock, event_loop_clocks, mean_clock, total_clock
+from sf.breakdown.correction import Overhead, corrected, fold_small_rows, merge_rollout_workers, row_overhead
+from sf.breakdown.nvml import open_sampler
+from sf.breakdown.report import Breakdown, table, write_chart
+from sf.breakdown.spans import SCOPE, Span, spans_from_kineto
 
 # one thread steps the envs: the attribution follows the main thread, and the simulator ranges must lie on it
 SERIAL_FLAGS = ("--serial_mode=True", "--async_rl=False", "--env_threads=1")
@@ -121,7 +121,7 @@ def analyse(spans: list[Span], costs, nvml_samples=None, min_share: float = 0.01
 
 
 def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str, pairs: int) -> in_situ.InSituCalibration:
-    """Short slices of the training, plain and profiled in turn, priced at `costs` (`sf.profiling.in_situ`)."""
+    """Short slices of the training, plain and profiled in turn, priced at `costs` (`sf.breakdown.in_situ`)."""
     names = (f"slice{i}" for i in itertools.count())
 
     def run_slice(profiled: bool, frames: int) -> tuple[float, Overhead | None]:
@@ -141,9 +141,13 @@ def _calibrate_in_situ(module: str, flags: list[str], costs, tmp: str, pairs: in
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(this command's options, the training flags): the options come before `--`; without `--` every word is a
+    training flag, except a request for this command's help."""
     if "--" in argv:
         split = argv.index("--")
         own, training = argv[:split], argv[split + 1 :]
+    elif {"-h", "--help"} & set(argv):
+        own, training = argv, []
     else:
         own, training = [], argv
     parser = argparse.ArgumentParser(

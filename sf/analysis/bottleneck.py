@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sf.analysis.run_data import ComponentActivity, Experiment
 from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
-from sf.profiling.run_data import ComponentActivity, Experiment
+from sf.utils.roles import Role
 
 KINDS = ("simulation", "inference", "learner", "batcher", "communication")
 COMMUNICATION_KEYS = {
@@ -30,7 +31,7 @@ COMMUNICATION_KEYS = {
     LOOP_OVERHEAD,
     "dispatch",
 }
-ROLE_KIND = {"InferenceWorker": "inference", "Learner": "learner", "Batcher": "batcher"}
+ROLE_KIND = {Role.INFERENCE_WORKER: "inference", Role.LEARNER: "learner", Role.BATCHER: "batcher"}
 SPEEDUP = 2.0
 
 
@@ -82,7 +83,7 @@ def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> di
             node_kind = kind
             if key in COMMUNICATION_KEYS:
                 node_kind = "communication"
-            elif component.role == "RolloutWorker" and key == "env_step":
+            elif component.role == Role.ROLLOUT_WORKER and key == "env_step":
                 node_kind = "simulation"
             children = node.get("children", {})
             if node_kind is not None:
@@ -91,7 +92,7 @@ def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> di
                 charge(role_kind, node["time"] - sum(c["time"] for c in children.values()))
                 walk(children, None)
 
-    if component.role == "Runner":
+    if component.role == Role.RUNNER:
         return {}
     walk(component.tree, None)
     return out
@@ -104,8 +105,8 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
         by_pid.setdefault(c.pid, []).append(c)
     groups: dict[str, list[tuple[dict[str, float], float | None, float]]] = {}
     for members in by_pid.values():
-        hosted = [c for c in members if c.role != "Runner"] or members
-        lifetime = max(c.lifetime_s for c in hosted)
+        hosted = [c for c in members if c.role != Role.RUNNER] or members
+        lifetime = max(c.activity.lifetime_s for c in hosted)
         if lifetime <= 0:
             continue
         busy: dict[str, float] = {}
@@ -115,7 +116,7 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
         sampled = next((c for c in members if c.cpu_s is not None), None)
         cpu = sampled.cpu_s / lifetime if sampled else None
         delay = (sampled.run_delay_s or 0.0) / lifetime if sampled else 0.0
-        label = " + ".join(sorted({c.role for c in hosted}))
+        label = " + ".join(sorted({str(c.role) for c in hosted}))
         groups.setdefault(label, []).append((busy, cpu, delay))
     loads = []
     for label, members in groups.items():

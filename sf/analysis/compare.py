@@ -38,8 +38,11 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sf.profiling.run_data import Experiment, load_experiment, role_of
+from sf.analysis.charts import ChangeBar, change_bars
+from sf.analysis.json_safe import finite_json
+from sf.analysis.run_data import Experiment, load_experiment
 from sf.profiling.series import Snapshot
+from sf.utils.roles import Role, role_of
 
 Z = 2.0
 MIN_CHANGE = 0.15  # two runs of one command on a shared 2-core machine differed by up to 12 % per key
@@ -141,7 +144,7 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
     """(key, unit) -> the run's value and its interval spread."""
     out: dict[tuple[str, str], _Measure] = {}
     for c in experiment.components:
-        if c.role == "Runner":
+        if c.role == Role.RUNNER:
             continue
         snaps = experiment.series.get(c.name, [])
         blocks = _blocks(snaps)
@@ -149,7 +152,7 @@ def _measures(experiment: Experiment) -> dict[tuple[str, str], _Measure]:
         if window_frames <= 0:
             continue
         flat = _flat(c.tree)
-        lifetime = c.lifetime_s or 1e-12
+        lifetime = c.activity.lifetime_s or 1e-12
         slowdown = core_wait_slowdown(c.cpu_s, c.run_delay_s)
         flat_blocks = [(_flat(a.tree), _flat(b.tree), b.t - a.t) for a, b in blocks]
         for path, seconds in flat.items():
@@ -181,7 +184,7 @@ def _window_frames(snaps: list[Snapshot]) -> int:
 
 def _fps_series(experiment: Experiment) -> list[float]:
     """FPS per block, from the component with the most snapshots (all share the runner's frame counter)."""
-    snaps = max((s for n, s in experiment.series.items() if role_of(n) != "Runner"), key=len, default=[])
+    snaps = max((s for n, s in experiment.series.items() if role_of(n) != Role.RUNNER), key=len, default=[])
     return [(b.frames - a.frames) / (b.t - a.t) for a, b in _blocks(snaps)]
 
 
@@ -282,14 +285,10 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
 
 def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
     """Diff `run_dir` against `baseline_dir`; write profiling/compare.png in `run_dir`; return what to print."""
-    from sf.profiling import charts
-
     comparison = compare(load_experiment(baseline_dir), load_experiment(run_dir))
     out = Path(run_dir) / "profiling"
     out.mkdir(exist_ok=True)
-    charts.diff_bars(comparison, out / "compare.png")
+    change_bars([ChangeBar(r.key, r.change, r.noise, r.marked) for r in comparison.rows], out / "compare.png")
     if as_json:
-        from sf.profiling.report import finite_json
-
         return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
     return format_text(comparison)

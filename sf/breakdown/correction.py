@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sf.profiling.attribution import LAYERS, RowTimes
-from sf.profiling.calibration import EventCosts
+from sf.breakdown.attribution import LAYERS, RowTimes
+from sf.breakdown.calibration import EventCosts
 
 
 @dataclass(frozen=True)
