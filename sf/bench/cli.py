@@ -1,102 +1,258 @@
-"""The env mode and auto-tune of `python -m sf.benchmark`: check the training flags, then run and report.
+"""Throughput benchmarks, run as a user would.
 
-A bad flag or an env that cannot be created stops here with one line and exit status 2, before any process starts.
+`python -m sf.benchmark --suite cartpole`: each suite is one training command in benchmark mode. The overall FPS
+is the run's own last line, `Collected {...}, FPS: X`. With `--sample_factory=/path/to/python` the same command
+also runs under Sample Factory (an interpreter with `sample-factory` installed), alternating with ours, so both
+figures come from the same session of the same machine; the report gives their ratio.
+
+`python -m sf.benchmark --env=CartPole-v1 [training flags]`: the simulator ceiling of the layout, sampling only
+and training side by side, as a table, `benchmark.json` and `benchmark.png` in `<train_dir>/<experiment>/`.
+
+`--auto_tune=True --tune_budget_s=N` (with `--env=...` or `--suite ...`): short runs of candidate layouts chosen
+by the profile report's verdicts; prints the best layout, its FPS and the command that trains with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
-from functools import partial
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sf.bench.env_mode import run_env_benchmark
-from sf.bench.families import Family, family_of
-from sf.bench.table import format_table, write_chart, write_json
-from sf.bench.tune import Tuner, format_trials
-from sf.cfg.arguments import resolve_device
-from sf.utils.errors import ConfigError
-
-log = partial(print, flush=True)
+COLLECTED = re.compile(r"Collected \{.*\}, FPS: ([\d.]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _error(message: str) -> int:
+@dataclass(frozen=True)
+class Suite:
+    module: str  # the same module path exists in sf_examples of both frameworks
+    flags: tuple[str, ...]
+    env_probe: str  # python expression creating one env, for the bare-simulator figure
+
+
+SUITES: dict[str, Suite] = {
+    "cartpole": Suite(
+        "sf_examples.train_gym_env",
+        (
+            "--env=CartPole-v1",
+            "--num_workers=2",
+            "--num_envs_per_worker=16",
+            "--benchmark=True",
+            "--device=cpu",
+            "--use_rnn=False",
+            "--encoder_mlp_layers",
+            "64",
+            "64",
+            "--rollout=32",
+            "--batch_size=1024",
+            "--num_batches_per_epoch=1",
+            "--num_epochs=1",
+            "--train_for_env_steps=1000000",
+        ),
+        "gymnasium.make('CartPole-v1')",
+    ),
+    "doom": Suite(
+        "sf_examples.vizdoom.train_vizdoom",
+        (
+            "--env=doom_defend_the_center",
+            "--env_frameskip=4",
+            "--use_rnn=True",
+            "--num_workers=4",
+            "--num_envs_per_worker=8",
+            "--num_policies=1",
+            "--num_epochs=1",
+            "--rollout=32",
+            "--recurrence=32",
+            "--batch_size=1024",
+            "--benchmark=True",
+            "--decorrelate_envs_on_one_worker=False",
+            "--res_w=128",
+            "--res_h=72",
+            "--wide_aspect_ratio=True",
+            "--policy_workers_per_policy=1",
+            "--worker_num_splits=2",
+            "--batched_sampling=False",
+            "--serial_mode=False",
+            "--async_rl=True",
+            "--device=cpu",
+            "--train_for_env_steps=250000",
+        ),
+        "__import__('sf_examples.vizdoom.doom_envs', fromlist=['x'])"
+        ".make_doom_env('doom_defend_the_center', None, None)",
+    ),
+    "ant": Suite(
+        "sf_examples.mujoco.train_mujoco",
+        ("--env=mujoco_ant", "--serial_mode=True", "--async_rl=False", "--device=cpu", "--train_for_env_steps=100000"),
+        "gymnasium.make('Ant-v5')",
+    ),
+}
+
+
+@dataclass
+class Result:
+    suite: str
+    command: str
+    sf_fps: list[float] = field(default_factory=list)
+    sample_factory_fps: list[float] = field(default_factory=list)
+    bare_env_rates: list[float] = field(default_factory=list)  # one before each repeat: the machine's speed drifts
+
+    @property
+    def bare_env_steps_per_s(self) -> float | None:
+        return sum(self.bare_env_rates) / len(self.bare_env_rates) if self.bare_env_rates else None
+
+    @property
+    def share_of_bare_env(self) -> float | None:
+        """sf's mean FPS over one bare env's steps per second on one core (frames and steps coincide without
+        frameskip, as in the MuJoCo suite): how close a serial run comes to the simulator alone."""
+        if not self.sf_fps or not self.bare_env_steps_per_s:
+            return None
+        return (sum(self.sf_fps) / len(self.sf_fps)) / self.bare_env_steps_per_s
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.sf_fps or not self.sample_factory_fps:
+            return None
+        return (sum(self.sf_fps) / len(self.sf_fps)) / (sum(self.sample_factory_fps) / len(self.sample_factory_fps))
+
+
+def run_training(python: str, suite: Suite, extra: list[str], cwd: Path) -> float:
+    """One training run in a fresh folder; returns the overall FPS it printed last."""
+    with tempfile.TemporaryDirectory(prefix="sf_benchmark_") as train_dir:
+        cmd = [python, "-m", suite.module, *suite.flags, *extra, f"--train_dir={train_dir}", "--experiment=bench"]
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    found = COLLECTED.findall(ANSI.sub("", proc.stdout + proc.stderr))
+    if proc.returncode != 0 or not found:
+        tail = (proc.stdout + proc.stderr)[-2000:]
+        raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{tail}")
+    return float(found[-1])
+
+
+def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
+    """Steps per second of one env with random actions in this process: the simulator's own ceiling per core."""
+    import gymnasium  # noqa: F401  (used by the probe expressions)
+
+    env = eval(suite.env_probe)  # the expressions are the constants above, not user input
+    env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def _parser() -> argparse.ArgumentParser:
+    from sf.cfg.arguments import str2bool
+
+    parser = argparse.ArgumentParser(
+        prog="python -m sf.benchmark",
+        description=__doc__,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default=None,
+        help="compare with Sample Factory on this suite (or, with --auto_tune, tune its layout)",
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="suite mode: runs of each framework, alternating")
+    parser.add_argument(
+        "--sample_factory",
+        default=None,
+        help="python interpreter of a venv with sample-factory installed, to run the same command",
+    )
+    parser.add_argument("--sample_factory_cwd", default=None, help="scratch folder for Sample Factory's runs")
+    parser.add_argument("--out", default=None, help="suite mode: write the result as JSON to this file")
+    parser.add_argument(
+        "--phase_s",
+        type=float,
+        default=30.0,
+        help="env mode: seconds each phase runs (sampling and training stop earlier if the "
+        "command line gives --train_for_env_steps or --train_for_seconds)",
+    )
+    parser.add_argument(
+        "--auto_tune",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="try layouts guided by the profile report's verdicts and print the fastest",
+    )
+    parser.add_argument("--tune_budget_s", type=float, default=300.0, help="auto-tune: total seconds for all trials")
+    parser.add_argument(
+        "--tune_trial_s",
+        type=float,
+        default=None,
+        help="auto-tune: seconds of each trial run (default: budget / 8, within 8..60)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Flags this tool does not know are training flags; in suite mode they come after `--`."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: len(argv) - len(extra) - 1] if "--" in argv else argv
+    args, training_flags = _parser().parse_known_args(argv)
+    args.extra = extra
+    if args.suite and not args.auto_tune:
+        if training_flags:
+            return _usage_error(f"{training_flags[0]}: suite mode takes training flags only after `--`")
+        return run_suite(args)
+    if args.suite:
+        training_flags = [*SUITES[args.suite].flags, *args.extra, *training_flags]
+    elif args.extra:
+        training_flags = [*args.extra, *training_flags]
+    from sf.bench.cli import run_env_mode
+
+    return run_env_mode(training_flags, args)
+
+
+def _usage_error(message: str) -> int:
     print(f"sf.benchmark: error: {message}", file=sys.stderr)
     return 2
 
 
-def env_of(flags: list[str]) -> str | None:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--env", default=None)
-    return parser.parse_known_args(flags)[0].env
-
-
-def resolve(flags: list[str]) -> tuple[Family, argparse.Namespace]:
-    """The family that trains the env and the config the flags resolve to; raises ValueError with the message."""
-    env = env_of(flags)
-    if not env:
-        raise ValueError("--env is required (a registered env such as CartPole-v1), or --suite with --auto_tune")
-    family = family_of(env)
-    try:
-        cfg = family.parse_cfg(flags)
-    except (ConfigError, LookupError, ValueError) as exc:
-        raise ValueError(str(exc).strip().splitlines()[-1]) from None
-    from sf.runtime.setup import probe_env
-
-    try:
-        probe_env(cfg)
-    except Exception as exc:  # any failure to build the env is the user's --env or env flags
-        raise ValueError(f"--env: cannot create {env!r}: {' '.join(str(exc).split())}") from None
-    return family, cfg
-
-
-def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    try:
-        family, cfg = resolve(flags)
-    except ValueError as exc:
-        return _error(str(exc))
-    kind = "tune" if args.auto_tune else "benchmark"
-    experiment = cfg.experiment if "experiment" in cfg.cli_args else f"{kind}_{cfg.env}"
-    bench_dir = Path(cfg.train_dir) / experiment
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    cfg.device = resolve_device(cfg)
-    if args.auto_tune:
-        return _tune(family, flags, cfg, bench_dir, args, started)
-    bench = run_env_benchmark(cfg, family, flags, bench_dir, args.phase_s, log=log)
-    log("")
-    log(format_table(bench))
-    log(f"training command: {bench.phases[-1].command}")
-    log(f"wrote {write_json(bench, bench_dir / 'benchmark.json')}")
-    chart = write_chart(bench, bench_dir / "benchmark.png")
-    log(f"wrote {chart}" if chart else "no chart: matplotlib is not installed (pip install 'sf[profiling]')")
-    return 0 if all(phase.status == "ok" for phase in bench.phases) else 1
-
-
-def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
-    tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log, started=started)
-    log(
-        f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "
-        f"{tuner.limits.cpus} CPUs"
-    )
-    result = tuner.run()
-    log("")
-    log(format_trials(result))
-    (bench_dir / "tune.json").write_text(json.dumps(result.to_json(), indent=2))
-    if result.best is None:
-        log(f"no layout measured: {result.note}")
-        return 1
-    defaults = result.trials[0]
-    gain = result.best.fps / defaults.fps - 1 if defaults.fps > 0 else float("inf")
-    log(
-        f"best layout: {result.best.layout.describe()}: {result.best.fps:,.0f} FPS "
-        f"({gain:+.0%} over the given layout's {defaults.fps:,.0f}) after {result.elapsed_s:.0f} s"
-    )
-    if result.best is defaults:
-        log("the given layout stays: no trial beat it by more than the run-to-run noise")
-    log(f"stopped: {result.note}")
-    log(f"train with it: {result.command}")
-    log(f"wrote {bench_dir / 'tune.json'}")
+def run_suite(args: argparse.Namespace) -> int:
+    suite = SUITES[args.suite]
+    result = Result(args.suite, f"python -m {suite.module} {' '.join(suite.flags + tuple(args.extra))}")
+    repo = Path(__file__).resolve().parents[1]
+    sf_cwd = Path(args.sample_factory_cwd or tempfile.gettempdir())
+    for i in range(args.repeats):
+        result.bare_env_rates.append(bare_env_rate(suite))
+        print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s on one core", flush=True)
+        result.sf_fps.append(run_training(sys.executable, suite, args.extra, repo))
+        print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
+        if args.sample_factory:
+            result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd))
+            print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
+    if result.ratio is not None:
+        print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")
+    print(f"sf FPS / bare env steps per second: {result.share_of_bare_env:.1%}")
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    **asdict(result),
+                    "ratio": result.ratio,
+                    "bare_env_steps_per_s": result.bare_env_steps_per_s,
+                    "share_of_bare_env": result.share_of_bare_env,
+                },
+                indent=2,
+            )
+        )
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
