@@ -13,11 +13,11 @@ import pytest
 from conftest import run_sf
 
 from sf.bench.ceiling import measure_ceiling, random_actions
-from sf.bench.families import Family, family_of
+from sf.bench.cli import main
 from sf.bench.runs import parse_verdict
-from sf.benchmark import main
 from sf.cfg.arguments import default_cfg
 from sf.envs import register_env
+from sf.envs.families import EnvFamily, family_of
 from sf.envs.spaces import ActionSpec
 
 SLEEP_S = 0.002
@@ -46,7 +46,7 @@ def register_sleepy(*_) -> None:
     register_env("sleepy", lambda *args, **kwargs: SleepyEnv())
 
 
-SLEEPY = Family("sleepy", "unused", f"{__name__}:register_sleepy", False)
+SLEEPY = EnvFamily("sleepy", "sleepy", "unused", None, f"{__name__}:register_sleepy")
 
 
 def test_ceiling_sums_processes_and_counts_frameskip():

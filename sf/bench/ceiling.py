@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sf.bench.families import Family
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.families import EnvFamily
 from sf.envs.spaces import ActionSpec
 from sf.utils.process_settings import apply_process_settings, thread_limits
 
@@ -42,7 +42,7 @@ def random_actions(spec: ActionSpec, count: int, rng: np.random.Generator) -> np
     return actions
 
 
-def _step_envs(cfg, family: Family, index: int, num_envs: int, seconds: float, go, results) -> None:
+def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float, go, results) -> None:
     """One process of the layout: create its envs, wait for the others, step for `seconds`, report frames."""
     apply_process_settings(cfg, "serial" if cfg.serial_mode else "rollout", index)
     family.register_envs(cfg.env)
@@ -73,7 +73,7 @@ def _step_envs(cfg, family: Family, index: int, num_envs: int, seconds: float, g
             env.close()
 
 
-def measure_ceiling(cfg, family: Family, seconds: float) -> CeilingResult:
+def measure_ceiling(cfg, family: EnvFamily, seconds: float) -> CeilingResult:
     """Start the layout's processes, step for `seconds` once all are ready, and sum their frame rates."""
     processes = 1 if cfg.serial_mode else cfg.num_workers
     envs_each = cfg.num_envs_per_worker * (cfg.num_workers if cfg.serial_mode else 1)

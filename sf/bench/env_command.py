@@ -13,10 +13,10 @@ from functools import partial
 from pathlib import Path
 
 from sf.bench.env_mode import run_env_benchmark
-from sf.bench.families import Family, family_of
 from sf.bench.table import format_table, write_chart, write_json
 from sf.bench.tune import Tuner, format_trials
 from sf.cfg.arguments import resolve_device
+from sf.envs.families import EnvFamily, family_of
 from sf.utils.errors import ConfigError
 
 log = partial(print, flush=True)
@@ -33,7 +33,7 @@ def env_of(flags: list[str]) -> str | None:
     return parser.parse_known_args(flags)[0].env
 
 
-def resolve(flags: list[str]) -> tuple[Family, argparse.Namespace]:
+def resolve(flags: list[str]) -> tuple[EnvFamily, argparse.Namespace]:
     """The family that trains the env and the config the flags resolve to; raises ValueError with the message."""
     env = env_of(flags)
     if not env:
@@ -75,7 +75,7 @@ def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
     return 0 if all(phase.status == "ok" for phase in bench.phases) else 1
 
 
-def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
+def _tune(family: EnvFamily, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
     tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log, started=started)
     log(
         f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "

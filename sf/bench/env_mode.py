@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sf.bench.ceiling import measure_ceiling
-from sf.bench.families import Family
 from sf.bench.runs import RunResult, profile_verdict, resolved_inference_placement, run_training
+from sf.envs.families import EnvFamily
 
 PHASES = ("ceiling", "sampling", "training")
 STARTUP_LIMIT_S = 600.0  # a run that has not started collecting by then is stopped
@@ -66,7 +66,7 @@ def layout_of(cfg) -> dict:
 
 
 def run_phase(
-    name: str, family: Family, flags: list[str], bench_dir: Path, phase_s: float, stop_given: bool
+    name: str, family: EnvFamily, flags: list[str], bench_dir: Path, phase_s: float, stop_given: bool
 ) -> RunResult:
     """The sampling or training phase: the user's command, stopped `phase_s` after its first frames unless the
     command names its own stop."""
@@ -83,7 +83,7 @@ def run_phase(
 
 
 def run_env_benchmark(
-    cfg, family: Family, flags: list[str], bench_dir: Path, phase_s: float, log=print
+    cfg, family: EnvFamily, flags: list[str], bench_dir: Path, phase_s: float, log=print
 ) -> EnvBenchmark:
     """The three phases of one layout; `flags` are the user's training flags, `cfg` what they resolve to."""
     stop_given = bool({"train_for_env_steps", "train_for_seconds"} & set(cfg.cli_args))

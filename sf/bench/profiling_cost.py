@@ -4,7 +4,7 @@ with profiling off in the same invocation; a setting's figure is its FPS over th
 cancels a machine whose load drifts during the invocation. Beside FPS it records the CPU seconds of each run's whole
 process tree per million frames, which a busy machine disturbs less than wall time.
 
-    python benchmarks/bench_profiling_cost.py [--suite doom] [--settings timeline ...] [--rounds 1] [--frames 40000]
+    python -m sf.bench.profiling_cost [--suite doom] [--settings timeline ...] [--rounds 1] [--frames 40000]
         [--out f.json]
 """
 
@@ -17,7 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from sf.benchmark import SUITES, run_training
+from sf.bench.suites import SUITES, run_training
 
 # torch.profiler keeps every op it records in memory, so it is measured the way it is meant to run: a window
 SETTINGS: dict[str, list[str]] = {"off": [], "timeline": ["--profiling_timeline=True"]}
@@ -49,7 +49,7 @@ def main() -> int:
     args = parser.parse_args()
     names = args.settings or [s for s in SETTINGS if s != "off"]
     suite = SUITES[args.suite]
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     cpu: dict[str, list[float]] = {name: [] for name in ["off", *names]}
 
     def fps_of(name: str) -> float:

@@ -4,7 +4,7 @@ local runs in the same invocation (its figure is its FPS over the mean of its tw
 whose load drifts), and what crossed between the nodes: trajectory bytes per env frame and weight bytes per update,
 as the node agent counted them.
 
-    python benchmarks/bench_ray_cluster.py [--suite doom] [--rounds 1] [--frames 60000] [--out results.json]
+    python -m sf.bench.ray_cluster [--suite doom] [--rounds 1] [--frames 60000] [--out results.json]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is imported:
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from sf.benchmark import SUITES  # noqa: E402
+from sf.bench.suites import SUITES  # noqa: E402
 
 SECOND = "sf_bench_node2"
 STORE_BYTES = 512 * 1024**2
@@ -51,7 +51,7 @@ def main() -> int:
     args = parser.parse_args()
     suite = SUITES[args.suite]
     workers = int(next(f for f in suite.flags if f.startswith("--num_workers=")).split("=")[1])
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     cluster = Cluster(
         initialize_head=True,
         connect=False,

@@ -13,10 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
 
+from sf.envs.registry import add_create_hook, remove_create_hook
+from sf.runtime.event_loop import add_run_hook, remove_run_hook
 from sf.utils.roles import RUNNER
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
@@ -98,23 +101,21 @@ def wrap_env(env) -> Any:
     return env
 
 
+def _env_in_sim_ranges(create: Callable[[], Any]) -> Any:
+    """An env creation hook (`sf.envs.registry.add_create_hook`): construction, step and reset in sim ranges."""
+    with _Range(SIM_RANGE):
+        env = create()
+    return wrap_env(env)
+
+
 @contextmanager
 def envs_in_sim_ranges() -> Iterator[None]:
-    """Rollout workers created inside this block build envs whose construction, step and reset are sim ranges."""
-    from sf.runtime import rollout_worker
-
-    original = rollout_worker.create_env
-
-    def create(*args, **kwargs):
-        with _Range(SIM_RANGE):
-            env = original(*args, **kwargs)
-        return wrap_env(env)
-
-    rollout_worker.create_env = create
+    """Envs created inside this block (the rollout workers') have their construction, step and reset in sim ranges."""
+    add_create_hook(_env_in_sim_ranges)
     try:
         yield
     finally:
-        rollout_worker.create_env = original
+        remove_create_hook(_env_in_sim_ranges)
 
 
 @dataclass
@@ -136,28 +137,28 @@ def _core_wait_s() -> float | None:
 
 
 @contextmanager
+def _thread_clock(record: list[LoopClock]) -> Iterator[None]:
+    cpu, wait = time.thread_time(), _core_wait_s()
+    try:
+        yield
+    finally:
+        end_wait = _core_wait_s()
+        record.append(
+            LoopClock(time.thread_time() - cpu, None if wait is None or end_wait is None else end_wait - wait)
+        )
+
+
+@contextmanager
 def event_loop_clocks(record: list[LoopClock]) -> Iterator[list[LoopClock]]:
     """Appends the main thread's `LoopClock` of each event-loop run inside this block: the same interval as the main
-    loop's wall time. Costs nothing per event (it wraps the loop once), so it also measures the uninstrumented run."""
-    from sf.runtime.event_loop import EventLoop
-
-    original = EventLoop.run
-
-    def run(self):
-        cpu, wait = time.thread_time(), _core_wait_s()
-        try:
-            return original(self)
-        finally:
-            end_wait = _core_wait_s()
-            record.append(
-                LoopClock(time.thread_time() - cpu, None if wait is None or end_wait is None else end_wait - wait)
-            )
-
-    EventLoop.run = run
+    loop's wall time. Costs nothing per event (a run hook, `sf.runtime.event_loop.add_run_hook`, entered once per
+    loop), so it also measures the uninstrumented run."""
+    hook = partial(_thread_clock, record)
+    add_run_hook(hook)
     try:
         yield record
     finally:
-        EventLoop.run = original
+        remove_run_hook(hook)
 
 
 def total_clock(clocks: list[LoopClock]) -> LoopClock:

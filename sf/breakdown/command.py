@@ -12,7 +12,7 @@ subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in t
 table.
 
 The training module is the first word after `--` when it is not a flag (`sf_examples.vizdoom.train_vizdoom`);
-otherwise it follows from `--env`: `doom_*` VizDoom, `mujoco_*` MuJoCo, anything else a gymnasium id.
+otherwise it is the training module of the env family `--env` belongs to (`sf.envs.families`).
 """
 
 from __future__ import annotations
@@ -36,21 +36,17 @@ from sf.breakdown.correction import Overhead, corrected, fold_small_rows, merge_
 from sf.breakdown.nvml import open_sampler
 from sf.breakdown.report import Breakdown, table, write_chart
 from sf.breakdown.spans import SCOPE, Span, spans_from_kineto
+from sf.envs.families import family_of
 
 # one thread steps the envs: the attribution follows the main thread, and the simulator ranges must lie on it
 SERIAL_FLAGS = ("--serial_mode=True", "--async_rl=False", "--env_threads=1")
 
 
 def training_module(flags: list[str]) -> tuple[str, list[str]]:
-    """(module, flags): an explicit module first, else the example family `--env` names."""
+    """(module, flags): an explicit module first, else the training module of the family `--env` belongs to."""
     if flags and not flags[0].startswith("-"):
         return flags[0], flags[1:]
-    env = _flag_value(flags, "env") or ""
-    if env.startswith("doom_"):
-        return "sf_examples.vizdoom.train_vizdoom", flags
-    if env.startswith("mujoco_"):
-        return "sf_examples.mujoco.train_mujoco", flags
-    return "sf_examples.train_gym_env", flags
+    return family_of(_flag_value(flags, "env") or "").train_module, flags
 
 
 def _flag_value(flags: list[str], name: str) -> str | None:

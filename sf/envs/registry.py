@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gymnasium
@@ -28,6 +29,12 @@ class EnvNotFoundError(ValueError):
 
 _REGISTRY: dict[str, EnvFactory] = {}
 
+CreateHook = Callable[[Callable[[], gymnasium.Env]], gymnasium.Env]
+"""Called with the creation of an env (a function of no arguments) instead of it: it creates the env, around whatever
+it measures, and returns it, wrapped if it likes. What a tool that follows the env's own calls (the cross-stack
+breakdown) installs with `add_create_hook`; none is installed otherwise, and `create_env` calls the factory as is."""
+_create_hooks: list[CreateHook] = []
+
 
 def register_env(name: str, factory: EnvFactory) -> None:
     """Register (or replace) the factory called as `factory(name, cfg, env_config, render_mode)`."""
@@ -44,7 +51,20 @@ def create_env(
     factory = _REGISTRY.get(name)
     if factory is None:
         raise EnvNotFoundError(_not_found_message(name))
-    return factory(name, cfg, env_config, render_mode)
+    if not _create_hooks:
+        return factory(name, cfg, env_config, render_mode)
+    create = partial(factory, name, cfg, env_config, render_mode)
+    for hook in _create_hooks:
+        create = partial(hook, create)
+    return create()
+
+
+def add_create_hook(hook: CreateHook) -> None:
+    _create_hooks.append(hook)
+
+
+def remove_create_hook(hook: CreateHook) -> None:
+    _create_hooks.remove(hook)
 
 
 def _not_found_message(name: str) -> str:

@@ -13,8 +13,8 @@ import time
 
 import gymnasium as gym
 
-from sf.cfg.arguments import main_cfg_or_exit
 from sf.envs import register_env
+from sf.envs.families import family_named
 from sf.train import run_rl
 from sf_examples.train_gym_env import gym_defaults
 
@@ -36,15 +36,24 @@ def make_sleepy_env(full_env_name: str, cfg, env_config=None, render_mode=None) 
     return SleepyStep(gym.make("CartPole-v1", render_mode=render_mode), micros / 1e6)
 
 
+def sleepy_defaults(env_name: str) -> dict:
+    return gym_defaults("CartPole-v1")
+
+
+def register_sleepy_env(env_name: str) -> None:
+    """Register `env_name` when it names a sleep (`sleepy_cartpole_<microseconds>us`)."""
+    if NAME.fullmatch(env_name):
+        register_env(env_name, make_sleepy_env)
+
+
 def main(argv: list[str] | None = None) -> int:
-    cfg = main_cfg_or_exit(argv, defaults=lambda env: gym_defaults("CartPole-v1"))
+    cfg = family_named("sleepy").cfg_or_exit(argv)
     if not NAME.fullmatch(cfg.env):
         print(
             f"--env: {cfg.env!r} is not sleepy_cartpole_<microseconds>us; for example --env=sleepy_cartpole_2000us",
             file=sys.stderr,
         )
         return 2
-    register_env(cfg.env, make_sleepy_env)
     return run_rl(cfg)
 
 

@@ -1,6 +1,6 @@
-"""Plot GoalGate reward per env frame for sf and Sample Factory 2.1.1 from the CSVs in benchmarks/learning_curves/.
+"""Plot GoalGate reward per env frame for sf and Sample Factory 2.1.1 from the CSVs in docs/learning_curves/.
 
-    python benchmarks/plot_learning_curves.py            # writes docs/img/goal_gate_learning.png, prints the table
+    python docs/plot_learning_curves.py                 # writes docs/img/goal_gate_learning.png, prints the table
 
 Each CSV holds `frames,reward` (the average return of the last 100 episodes, as each framework logs it to
 TensorBoard); files are named `<run>_s<seed>.csv`. The table gives each run's value at fixed frame counts (the last
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CURVES = ROOT / "benchmarks" / "learning_curves"
+CURVES = ROOT / "docs" / "learning_curves"
 PNG = ROOT / "docs" / "img" / "goal_gate_learning.png"
 FRAMES = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)
 LABELS = {"sf": "sf", "samplefactory": "Sample Factory 2.1.1", "sf_before": "sf before the changes"}
