@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-VERDICT_KINDS = ("simulation", "inference", "learner", "batcher", "communication")
+from sf.analysis.bottleneck import KINDS
+
 REPORT_TIMEOUT_S = 120.0
 STOP_GRACE_S = 15.0  # a run told to stop prints its trees and writes its summary within this
 FRAMES = re.compile(r"Total num frames: (\d+)")  # the runner's progress line
@@ -194,4 +195,4 @@ def parse_verdict(report_json: str) -> str | None:
     if not isinstance(verdict, str):
         return None
     kind = verdict.strip().lower().removeprefix("verdict:").strip().removesuffix("-bound")
-    return kind if kind in VERDICT_KINDS else None
+    return kind if kind in KINDS else None

@@ -6,6 +6,9 @@ from dataclasses import dataclass, replace
 
 from sf.breakdown.attribution import LAYERS, RowTimes
 from sf.breakdown.calibration import EventCosts
+from sf.utils.roles import Role, role_of
+
+ROLLOUT_WORKERS_ROW = f"{Role.ROLLOUT_WORKER.value}_w*"  # every rollout worker's row as one
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,6 @@ def fold_small_rows(rows: dict[str, RowTimes], min_s: float, keep: tuple[str, ..
 def merge_rollout_workers(name: str) -> str:
     """`RolloutWorker_w3/env_step` -> `RolloutWorker_w*/env_step`: the workers run the same code on equal shares."""
     component, sep, path = name.partition("/")
-    if component.startswith("RolloutWorker_w") and component[len("RolloutWorker_w") :].isdigit():
-        component = "RolloutWorker_w*"
+    if role_of(component) == Role.ROLLOUT_WORKER:
+        component = ROLLOUT_WORKERS_ROW
     return component + sep + path
