@@ -9,6 +9,7 @@ value logged at or before each count; blank where the run stopped earlier).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -44,6 +45,7 @@ def value_at(frames: np.ndarray, rewards: np.ndarray, at: int) -> float:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     runs = load()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, seeds in sorted(runs.items()):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sf.bench.env_command import run_env_mode
 from sf.bench.suites import SUITES, run_suite
 from sf.cfg.arguments import str2bool
 
@@ -83,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         training_flags = [*SUITES[args.suite].flags, *args.extra, *training_flags]
     elif args.extra:
         training_flags = [*args.extra, *training_flags]
+    # imported here: the env mode's process settings import torch, which the suites and `--help` do without
+    from sf.bench.env_command import run_env_mode
+
     return run_env_mode(training_flags, args)
 
 
