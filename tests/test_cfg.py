@@ -175,6 +175,13 @@ def test_missing_yaml_file_is_an_error():
     assert error_of("--cfg=does_not_exist.yaml").flag == "--cfg"
 
 
+def test_missing_preset_lists_every_preset_also_those_in_subfolders():
+    message = str(error_of("--cfg=nosuch"))
+    listed = message.split("(presets: ")[1].rstrip(")").split(", ")
+    assert listed == sorted(p.relative_to(PRESETS_DIR).with_suffix("").as_posix() for p in PRESETS_DIR.rglob("*.yaml"))
+    assert {"appo_default", "profile/torch_learner"} <= set(listed)
+
+
 def test_callable_defaults_receive_the_env_name_from_yaml(yaml_file):
     seen = []
 

@@ -702,7 +702,9 @@ def _find_yaml(name: str) -> Path:
     for candidate in (Path(name), PRESETS_DIR / name, PRESETS_DIR / f"{name}.yaml"):
         if candidate.is_file():
             return candidate
-    presets = ", ".join(sorted(path.stem for path in PRESETS_DIR.glob("*.yaml")))
+    presets = ", ".join(
+        sorted(path.relative_to(PRESETS_DIR).with_suffix("").as_posix() for path in PRESETS_DIR.rglob("*.yaml"))
+    )
     raise ConfigError(f"--cfg: no file {name!r} and no such preset (presets: {presets})", flag="--cfg")
 
 
