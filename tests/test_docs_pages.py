@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -52,3 +53,16 @@ def test_readme_is_short_and_its_package_map_matches_the_folders():
     assert sorted(re.findall(r"`([a-z_]+\.py)`", entry_points)) == sorted(
         p.name for p in (ROOT / "sf").glob("*.py") if p.name != "__init__.py"
     )
+
+
+def test_the_extras_the_docs_list_are_the_ones_make_installs():
+    makefile_extras = re.search(r"^EXTRAS \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split(",")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    install = re.search(
+        r"installs sf in editable mode with its extras\s*\(([^)]*)\)", (DOCS / "getting-started.md").read_text()
+    )
+    listed = re.findall(r"`([a-z]+)`", install.group(1))
+    readme = re.search(r"Extras: (.*)\.$", (ROOT / "README.md").read_text(), re.M).group(1)
+    assert sorted(listed) == sorted(makefile_extras) == sorted(declared)
+    assert sorted(re.findall(r"`([a-z]+)`", readme)) == sorted(declared)
