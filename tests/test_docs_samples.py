@@ -267,14 +267,15 @@ class IntBoxActions(gymnasium.Env):
 def error_output(tmp_path_factory) -> str:
     """What the scripts print for the errors the docs show, each from the command behind it, in this process."""
     from sf.cfg.arguments import parse_full_cfg
-    from sf.envs import register_env
+    from sf.envs import register_env, registry
     from sf.envs.families import family_named
     from sf.train import run_rl
 
     train_dir = f"--train_dir={tmp_path_factory.mktemp('docs_errors')}"
-    register_env("int_box_actions", lambda *args, **kwargs: IntBoxActions())
     err = io.StringIO()
-    with contextlib.redirect_stderr(err):
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
+        patch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the registrations stay in this fixture
+        register_env("int_box_actions", lambda *args, **kwargs: IntBoxActions())
         with pytest.raises(SystemExit):
             family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--batched_sampling=True", train_dir])
         assert run_rl(family_named("gym").cfg_or_exit(["--env=CartPol-v1", train_dir])) == 2

@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 from sf.envs import families as fam
+from sf.envs import registry
 from sf.envs.families import EnvFamily, family_named, family_of, register_family
 
 
@@ -36,7 +37,8 @@ def test_a_registered_family_takes_its_names(monkeypatch):
     assert family_of("doom_basic").name == "vizdoom"
 
 
-def test_a_family_builds_the_config_its_script_builds():
+def test_a_family_builds_the_config_its_script_builds(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the registrations stay in this test
     cfg = family_named("mujoco").parse_cfg(["--env=mujoco_ant"])
     assert cfg.use_rnn is False and cfg.encoder_mlp_layers == [64, 64]  # the family's defaults
-    assert "mujoco_ant" in importlib.import_module("sf.envs.registry").registered_envs()
+    assert "mujoco_ant" in registry.registered_envs()
