@@ -37,6 +37,7 @@ from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.runtime import process_start
 from sf.runtime.abandoned_locks import LockWatch
+from sf.runtime.checkpoint import Loaded
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import (
@@ -63,9 +64,19 @@ WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local, cluster=None) -> dict:
+def run_parallel(
+    cfg,
+    experiment: Experiment,
+    env_info: EnvInfo,
+    device: str,
+    stop_event_local,
+    cluster=None,
+    resume: dict[int, Loaded] | None = None,
+) -> dict:
     """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
-    other nodes, under links that the runner watches and stops like its own processes."""
+    other nodes, under links that the runner watches and stops like its own processes. `resume`: the checkpoint each
+    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts."""
+    resume = resume or {}
     ctx = mp.get_context("spawn")
     stop_event = ctx.Event()
     model = build_model(cfg, env_info, "cpu")
@@ -83,6 +94,8 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), stop_event)
         for p in range(cfg.num_policies)
     ]
+    for p, loaded in resume.items():  # every rollout worker acts with the resumed weights from its first step
+        stores[p].publish_state(loaded.state["model"], loaded.state["version"])
     del model
 
     queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
@@ -110,6 +123,7 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         device=device,
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
+        resume={p: loaded.path for p, loaded in resume.items()},
     )
 
     runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
@@ -303,7 +317,8 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         model = build_model(cfg, env_info, device, seed_offset=a)
         model.load_state_dict(store.params)
         checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints, cfg.save_milestones_sec)
-        loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
+        learner = Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale, shared["resume"].get(a))
+        loop.add(learner)
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
     loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
     return loop

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import traceback
+from pathlib import Path
 
 # torch.optim's constructor imports torch._dynamo on first use (0.8 s): imported with this module, it stays out of the
 # run's clock (the parallel runner's learner process pays it while the other processes start)
@@ -36,7 +37,11 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 SIGNAL_CHECK_S = 0.2
 
 
-def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event) -> dict:
+def run_serial(
+    cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event, resume: dict[int, Path] | None = None
+) -> dict:
+    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`)."""
+    resume = resume or {}
     runner = Runner(cfg, experiment)
     loop = EventLoop(stop_event=stop_event)
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
@@ -44,7 +49,7 @@ def run_serial(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop
     for p, model in enumerate(models):
         store = LocalPolicyStore()
         checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints, cfg.save_milestones_sec)
-        loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale))
+        loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale, resume.get(p)))
         loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
         loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))
     for w in range(cfg.num_workers):
