@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import time
 from pathlib import Path
 
@@ -131,3 +132,29 @@ def test_the_first_episodes_after_a_resume_score_like_the_trained_policy(tmp_pat
     assert result.returncode == 0, result.stdout[-3000:]
     first = [float(m) for m in re.findall(r"Avg episode reward: \{0: ([\d.]+)\}", result.stdout)]
     assert first and first[0] > 0.5 * trained, (first, trained, time.monotonic() - started)
+
+
+def test_a_full_disk_ends_a_serial_run_naming_the_file_and_keeps_the_previous_checkpoint(tmp_path):
+    """The checkpoint (a 512x512 encoder and its Adam state: about 3 MB) no longer fits under RLIMIT_FSIZE; the
+    run's other files (config, summary, profile, TensorBoard) do."""
+    layout = ["--serial_mode=True", "--encoder_mlp_layers", "512", "512", "--log_to_file=False"]
+    folder = _prior_run(tmp_path, *layout, env_steps=4096, version=16)
+    previous = folder / "checkpoint_p0" / "checkpoint_000000016_4096.pth"
+    before = previous.read_bytes()
+    limit = 1024 * 1024
+    result = run_sf(
+        [*LAYOUT, *layout, "--save_every_sec=1", "--train_for_env_steps=100000000", f"--train_dir={tmp_path}",
+         "--experiment=exp"],
+        timeout=240,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    error = json.loads((folder / "summary.json").read_text())["error"]
+    assert re.fullmatch(
+        r"Learner 0: CheckpointError: cannot save checkpoint \S+/exp/checkpoint_p0/checkpoint_\d+_\d+\.pth: "
+        r"File too large \(errno 27\)",
+        error,
+    ), error
+    assert result.stdout.strip().splitlines()[-1].endswith(f"run ended with an error: {error}")
+    assert [p.name for p in CheckpointManager(folder, 0, keep=2).paths()] == [previous.name]
+    assert previous.read_bytes() == before and not list(previous.parent.glob("*.tmp"))

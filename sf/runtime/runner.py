@@ -14,6 +14,7 @@ from collections import deque
 from sf.profiling import resources, staleness, timeline
 from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.series import SERIES_FILE, append_snapshot
+from sf.runtime.errors import last_line
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import RUNNER, learner_name, profile_order
@@ -202,7 +203,7 @@ class Runner(Component):
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
-        self.request_stop("error", f"{name}: {message.strip().splitlines()[-1]}")
+        self.request_stop("error", f"{name}: {last_line(message)}")
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
