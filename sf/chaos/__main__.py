@@ -56,6 +56,29 @@ def format_table(results: list[TrialResult]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def format_by_fault(results: list[TrialResult]) -> str:
+    """One line per fault: how many runs (per env), the slowest end, what was left or lost, how many failed."""
+    rows = [("fault", "runs", "cartpole", "doom", "slowest end s", "processes left", "shm left", "lost", "failed")]
+    for fault in dict.fromkeys(r.fault for r in results):
+        runs = [r for r in results if r.fault == fault]
+        ends = [r.end_s for r in runs if r.end_s is not None]
+        rows.append(
+            (
+                fault,
+                str(len(runs)),
+                str(sum(r.family == "cartpole" for r in runs)),
+                str(sum(r.family == "doom" for r in runs)),
+                f"{max(ends):.1f}" if ends else "-",
+                str(sum(len(r.processes_left) for r in runs)),
+                str(sum(len(r.shm_left) for r in runs)),
+                str(sum(any(p.startswith("checkpoint lost") for p in r.problems) for r in runs)),
+                str(sum(not r.ok for r in runs)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
 def _short(name: str | None) -> str:
     """checkpoint_000000012_24576.pth -> v12"""
     if not name:
@@ -115,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     print(format_table(results))
+    print()
+    print(format_by_fault(results))
     print(summary_line(results))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
