@@ -112,7 +112,7 @@ class NodeAgent:
         self.started_at, self.started_wall = time.monotonic(), time.time()
         ctx = mp.get_context("spawn")
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
-        self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec, name=spec.name)
+        self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec)
         self.stop_event = self.supervisor.control
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size

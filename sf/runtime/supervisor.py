@@ -70,8 +70,7 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0, name: str = "run"):
-        self.name = name
+    def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0):
         self.guard = Guard()
         self.control = RunControl(mp.get_context("spawn"), num_slots)
         self.heartbeat_timeout_s = heartbeat_timeout_s
