@@ -1,7 +1,8 @@
-"""Run by test_queue_faults as its own process: a writer puts 2 MB messages into a queue that the runner's mailbox
-reads, and is killed with SIGKILL at a random moment, `trials` times (a new writer and queue each time). The main
-thread checks every message it gets (length and CRC written by the writer) and waits only with deadlines; the
-supervisor names each death. Prints one JSON line with what happened.
+"""Run by test_queue_faults as its own process: a writer puts 1 MB messages into a queue that the runner's mailbox
+reads, and is killed with SIGKILL at a random moment of its first puts (the queue has room for several, so it is
+copying a message then, under the queue's lock, most of the time), `trials` times (a new writer and queue each
+time). The main thread checks every message it gets (length and CRC written by the writer) and waits only with
+deadlines; the supervisor names each death. Prints one JSON line with what happened.
 
 Run on its own (its mailbox threads stay stuck on the queues whose writer died inside a put, as intended), so the
 test process keeps none of them."""
@@ -24,8 +25,9 @@ from queue_layout import queue_locked
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.supervisor import Supervisor
 
-PAYLOAD_BYTES = 2 * 1024 * 1024
-QUEUE_BYTES = 8 * PAYLOAD_BYTES
+PAYLOAD_BYTES = 1024 * 1024
+QUEUE_BYTES = 6 * PAYLOAD_BYTES
+KILL_WITHIN_S = 0.0005  # after the writer's first put: it is in the middle of its next ones
 HEADER = struct.Struct("<QQI")  # sequence number, payload length, CRC-32 of the payload
 VARIANTS = 7
 GET_TIMEOUT_S = 0.05
@@ -52,12 +54,13 @@ def whole(data: bytes) -> bool:
     return data[HEADER.size :] == bytes([seq % 251]) * length
 
 
-def write_forever(queue: faster_fifo.Queue) -> None:
+def write_forever(queue: faster_fifo.Queue, puts) -> None:
     ready = [message(seq) for seq in range(VARIANTS)]  # built once: the writer spends its time inside put
     seq = 0
     while True:
         queue.put(ready[seq % VARIANTS], timeout=30.0)
         seq += 1
+        puts.value = seq
 
 
 def _held_by_the_dead(queue: faster_fifo.Queue) -> bool:
@@ -72,7 +75,9 @@ def trial(index: int, supervisor: Supervisor, rng: random.Random, stats: dict) -
     queue = faster_fifo.Queue(QUEUE_BYTES, loads=bytes, dumps=bytes)
     mailbox = Mailbox(queue).start()
     label = f"writer_{index}"
-    writer = supervisor.start(label, mp.get_context("fork").Process(target=write_forever, args=(queue,)))
+    ctx = mp.get_context("fork")
+    puts = ctx.RawValue("q", 0)
+    writer = supervisor.start(label, ctx.Process(target=write_forever, args=(queue, puts)))
 
     def take(deadline: float) -> bool:
         """Read for up to GET_TIMEOUT_S; True once a message came."""
@@ -87,9 +92,9 @@ def trial(index: int, supervisor: Supervisor, rng: random.Random, stats: dict) -
         return bool(msgs)
 
     deadline = time.monotonic() + 30.0
-    while not take(deadline):
+    while puts.value == 0:
         assert time.monotonic() < deadline, "the writer never wrote"
-    time.sleep(rng.uniform(0.0, 0.004))
+    time.sleep(rng.uniform(0.0, KILL_WITHIN_S))
     os.kill(writer.pid, signal.SIGKILL)
     killed = time.monotonic()
     named = False
