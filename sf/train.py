@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 from sf.cfg.arguments import describe_device, resolve_device
 from sf.utils.errors import ConfigError, error_line
@@ -31,12 +32,32 @@ def _resolve_precision(cfg, env_info, device: str, experiment) -> None:
         log.info("image encoder in %s", "bfloat16 (autocast)" if cfg.precision == "bf16" else "float32")
 
 
+def _say_finished(cfg, resume) -> None:
+    frames = {policy: loaded.state["env_steps"] for policy, loaded in resume.checkpoints.items()}
+    log.info(
+        "experiment %s already finished: its checkpoints hold %s env frames (--train_for_env_steps=%d); nothing "
+        "trained, nothing written. Raise --train_for_env_steps to train on, or start over with "
+        "--restart_behavior=restart",
+        Path(cfg.train_dir) / cfg.experiment,
+        frames,
+        cfg.train_for_env_steps,
+    )
+
+
+def _log_changes(changed: dict[str, tuple], kept: Path | None) -> None:
+    listed = "; ".join(f"--{key}: {old} -> {new}" for key, (old, new) in changed.items())
+    kept_as = f"; the previous one is kept as {kept.name}" if kept is not None else ""
+    log.info("resuming with a changed config (%s)%s", listed, kept_as)
+
+
 def run_rl(cfg) -> int:
     """Check what only the filesystem and the env can tell, then train with the placement the config asks for."""
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
+    from sf.runtime.checkpoint import CheckpointError
     from sf.runtime.experiment import Experiment
+    from sf.runtime.resume import find_resume_point
     from sf.runtime.setup import probe_env
     from sf.utils.logging import setup_logging
     from sf.utils.process_settings import apply_process_settings
@@ -44,6 +65,14 @@ def run_rl(cfg) -> int:
     setup_logging(cfg.log_level)
     env_error: Exception | None = None
     try:
+        try:
+            resume = find_resume_point(cfg)
+        except CheckpointError as err:
+            log.error("cannot resume: %s", err)
+            return 1
+        if resume is not None and resume.finished(cfg):
+            _say_finished(cfg, resume)
+            return 0
         try:
             env_info = probe_env(cfg)
         except (EnvNotFoundError, UnsupportedSpaceError) as exc:
@@ -54,6 +83,8 @@ def run_rl(cfg) -> int:
             env_error = exc
         try:
             experiment = Experiment(cfg)
+            if resume is not None and resume.changed:
+                _log_changes(resume.changed, experiment.keep_previous_config())
             experiment.write_config()
         except OSError as exc:
             raise ConfigError(
@@ -85,6 +116,8 @@ def run_rl(cfg) -> int:
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
     _resolve_precision(cfg, env_info, device, experiment)
+    checkpoints = resume.checkpoints if resume is not None else {}
+    resume_paths = {policy: loaded.path for policy, loaded in checkpoints.items()}
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -92,15 +125,15 @@ def run_rl(cfg) -> int:
             from sf.runtime.runner_serial import run_serial
 
             apply_process_settings(cfg, "serial", 0)
-            summary = run_serial(cfg, experiment, env_info, device, stop)
+            summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths)
         elif cfg.backend == "ray":
             from sf.distributed.backend import run_ray
 
-            summary = run_ray(cfg, experiment, env_info, device, stop)
+            summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints)
         else:
             from sf.runtime.runner_parallel import run_parallel
 
-            summary = run_parallel(cfg, experiment, env_info, device, stop)
+            summary = run_parallel(cfg, experiment, env_info, device, stop, resume=checkpoints)
     except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT

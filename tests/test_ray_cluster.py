@@ -240,3 +240,37 @@ def test_sync_mode_trains_on_current_policy_only_across_nodes(cluster, tmp_path)
     assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
     transfer = _json(tmp_path / "sync" / "profile.json")["NodeAgent_1"]["transfer"]
     assert transfer["weight_updates"] >= summary["policy_versions"]["0"]  # every version reached the node
+
+
+@pytest.mark.slow
+def test_a_killed_driver_ends_the_node_agents_and_their_processes(cluster, tmp_path, shm_before):
+    """SIGKILL of the driver: Ray ends the actors it owned, each node agent's processes stop by themselves when their
+    agent is gone, the driver's own components when the driver is."""
+    c, _, _ = cluster
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST,
+         "--train_for_env_steps=100000000", "--experiment=driver", f"--train_dir={tmp_path}",
+         f"--ray_address={c.address}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        pids = started_pids(lines)
+        assert {"NodeAgent_1", "RolloutWorker_w0", "RolloutWorker_w1", "Learner 0"} <= set(pids)
+        proc.kill()
+        killed_at = time.monotonic()
+        proc.wait()
+        while any(alive(pid) for pid in pids.values()) and time.monotonic() - killed_at < 30:
+            time.sleep(0.1)
+        took = time.monotonic() - killed_at
+    finally:
+        proc.kill()
+    assert all(not alive(pid) for pid in pids.values()), {n: p for n, p in pids.items() if alive(p)}
+    assert took < 15, took
+    assert not shm_leaked(shm_before)

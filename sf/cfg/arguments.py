@@ -419,7 +419,13 @@ def _run_flags(g: _Group) -> None:
         "on a stop (SIGINT, SIGTERM, the end of training), seconds each component gets "
         "to finish its step (a learner its training iteration), save and report before it is killed",
     )
-    g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
+    g.integer(
+        "heartbeat_timeout_sec",
+        60,
+        "a component process whose loop sends no heartbeat for this many seconds (a hung simulator, a stopped "
+        "process, a training iteration this long) is named in an error and the run ends",
+    )
+    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, by save order; older ones are deleted")
     g.choice(
         "load_checkpoint_kind",
         ("latest", "best"),

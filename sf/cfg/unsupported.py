@@ -45,10 +45,10 @@ UNSUPPORTED: dict[str, Unsupported] = {
         True, "the x axis of sf's summaries always counts env frames after frameskip"
     ),
     "heartbeat_interval": Unsupported(
-        20, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+        20, "sf's components send a heartbeat every 0.5 s; set how long one may miss with --heartbeat_timeout_sec"
     ),
     "heartbeat_reporting_interval": Unsupported(
-        180, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+        180, "sf names a component that misses its heartbeats in the error that ends the run; leave it out"
     ),
     "no_render": Unsupported(True, "sf's evaluation never opens a window; use --save_video to watch the episodes"),
     "train_script": Unsupported(None, "sf has no model upload that needs the training script's name; leave it out"),

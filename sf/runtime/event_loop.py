@@ -110,6 +110,7 @@ class EventLoop:
         self.started: list[Component] = []
         self.meter = LoopMeter(_clock())
         self.lifetime_s = 0.0
+        self.failed: str | None = None  # the component whose handler or hook raised, for the error that ends the run
 
     def add(self, component: Component, aliases: tuple[str, ...] = ()) -> None:
         component.loop = self
@@ -141,6 +142,11 @@ class EventLoop:
         start = _clock()
         try:
             component.handlers[msg[1]](*msg[2:])
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             component.busy_s += _clock() - start
         if component.wait_key != component.wait_open:
@@ -151,6 +157,11 @@ class EventLoop:
         start = _clock()
         try:
             fn()
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             component.busy_s += _clock() - start
         if component.wait_key != component.wait_open:
@@ -208,6 +219,11 @@ class EventLoop:
         start = _clock()
         try:
             component.handlers[kind](*payload)
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             end = _clock()
             component.busy_s += end - start

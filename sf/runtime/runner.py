@@ -19,6 +19,7 @@ import time
 from sf.profiling import resources, staleness, timeline
 from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.series import SERIES_FILE
+from sf.runtime.errors import last_line
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.run_control import Schedule, StopRequest
@@ -131,7 +132,7 @@ class Runner(Component):
 
     def _on_error(self, name: str, message: str) -> None:
         log.error("%s failed:\n%s", name, message)
-        self.request_stop("error", f"{name}: {message.strip().splitlines()[-1]}")
+        self.request_stop("error", f"{name}: {last_line(message)}")
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
