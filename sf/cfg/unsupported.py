@@ -37,10 +37,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
         False, "sf probes the env's spaces once per run in the main process; leave it False"
     ),
     "pixel_format": Unsupported("CHW", "sf's conv encoders always take channels first (CHW)"),
-    "use_record_episode_statistics": Unsupported(
-        False, "sf sums each episode's raw rewards itself (before --reward_scale); leave it False"
-    ),
-    "env_agents": Unsupported(-1, "sf trains single-agent envs only; leave it out"),
     "summaries_use_frameskip": Unsupported(
         True, "the x axis of sf's summaries always counts env frames after frameskip"
     ),

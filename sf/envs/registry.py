@@ -1,4 +1,8 @@
-"""Name -> factory registry, so entry points pick an env family by `--env` without importing it by hand."""
+"""Name -> factory registry, so entry points pick an env family by `--env` without importing it by hand.
+
+A name may also have a vector factory (`register_vector_env`): one object stepping all of a rollout worker's envs
+per call, which `--envpool=True` selects (`sf.envs.vector`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
+
+from sf.envs.vector import VectorConfig, VectorEnv
 
 
 @dataclass
@@ -20,6 +26,7 @@ class EnvConfig:
 
 
 EnvFactory = Callable[[str, Any, "EnvConfig | None", "str | None"], gymnasium.Env]
+VectorEnvFactory = Callable[[str, Any, VectorConfig], VectorEnv]
 
 
 class EnvNotFoundError(ValueError):
@@ -27,6 +34,7 @@ class EnvNotFoundError(ValueError):
 
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_VECTOR_REGISTRY: dict[str, VectorEnvFactory] = {}
 
 
 def register_env(name: str, factory: EnvFactory) -> None:
@@ -47,6 +55,23 @@ def create_env(
     return factory(name, cfg, env_config, render_mode)
 
 
+def register_vector_env(name: str, factory: VectorEnvFactory) -> None:
+    """Register (or replace) the vector factory called as `factory(name, cfg, vector_config)`."""
+    _VECTOR_REGISTRY[name] = factory
+
+
+def create_vector_env(name: str, cfg: Any, config: VectorConfig) -> VectorEnv:
+    factory = _VECTOR_REGISTRY.get(name)
+    if factory is None:
+        with_vector = sorted(_VECTOR_REGISTRY)
+        offered = f"registered: {', '.join(with_vector[:8])}{', ...' if len(with_vector) > 8 else ''}"
+        raise EnvNotFoundError(
+            f"{name!r} has no EnvPool version ({offered if with_vector else 'the atari_* and mujoco_* families have'}"
+            f"); leave --envpool out to step it one env at a time"
+        )
+    return factory(name, cfg, config)
+
+
 def _not_found_message(name: str) -> str:
     names = registered_envs()
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
@@ -56,10 +81,17 @@ def _not_found_message(name: str) -> str:
     return f"no env registered as {name!r}; registered: {listed or 'none'}"
 
 
-def registry_snapshot() -> dict[str, EnvFactory]:
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    envs: dict[str, EnvFactory]
+    vector_envs: dict[str, VectorEnvFactory]
+
+
+def registry_snapshot() -> RegistrySnapshot:
     """The registrations of this process, to hand to spawned processes (which start with an empty registry)."""
-    return dict(_REGISTRY)
+    return RegistrySnapshot(dict(_REGISTRY), dict(_VECTOR_REGISTRY))
 
 
-def restore_registry(snapshot: dict[str, EnvFactory]) -> None:
-    _REGISTRY.update(snapshot)
+def restore_registry(snapshot: RegistrySnapshot) -> None:
+    _REGISTRY.update(snapshot.envs)
+    _VECTOR_REGISTRY.update(snapshot.vector_envs)

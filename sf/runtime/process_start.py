@@ -22,6 +22,7 @@ import signal
 import threading
 from multiprocessing.context import BaseContext
 
+from sf.envs.registry import RegistrySnapshot
 from sf.utils.process_settings import thread_limits
 
 log = logging.getLogger("sf")
@@ -34,9 +35,10 @@ def forkserver_available() -> bool:
     return "forkserver" in mp.get_all_start_methods()
 
 
-def preload_modules(env_factories: dict) -> list[str]:
+def preload_modules(registry: RegistrySnapshot) -> list[str]:
     """What the server imports: torch, sf's component code and the modules that registered the run's envs."""
-    env_modules = {factory.__module__ for factory in env_factories.values()}
+    factories = [*registry.envs.values(), *registry.vector_envs.values()]
+    env_modules = {factory.__module__ for factory in factories}
     return [*BASE_PRELOAD, *sorted(m for m in env_modules if m and m != "__main__")]
 
 
