@@ -36,6 +36,12 @@ class Suite:
     env_probe: str  # python expression creating one env, for the bare-simulator figure
 
 
+# one gymnasium Atari env (ale-py): the emulator's own rate, in steps of 4 frames
+ATARI_PROBE = (
+    "__import__('sf_examples.atari.atari_envs', fromlist=['x'])"
+    ".make_atari_env('atari_breakout', __import__('types').SimpleNamespace(env_frameskip=4), None)"
+)
+
 SUITES: dict[str, Suite] = {
     "cartpole": Suite(
         "sf_examples.train_gym_env",
@@ -85,6 +91,35 @@ SUITES: dict[str, Suite] = {
         ),
         "__import__('sf_examples.vizdoom.doom_envs', fromlist=['x'])"
         ".make_doom_env('doom_defend_the_center', None, None)",
+    ),
+    # Breakout with the Atari examples' own defaults (4 epochs of 4 x 256 samples per 1024, synchronous), two
+    # workers of 8 envs in two splits
+    "atari": Suite(
+        "sf_examples.atari.train_atari",
+        (
+            "--env=atari_breakout",
+            "--num_workers=2",
+            "--num_envs_per_worker=8",
+            "--worker_num_splits=2",
+            "--benchmark=True",
+            "--device=cpu",
+            "--train_for_env_steps=150000",
+        ),
+        ATARI_PROBE,
+    ),
+    # the same game through EnvPool with the EnvPool examples' defaults: two workers, each stepping one pool of 16
+    "envpool": Suite(
+        "sf_examples.envpool.atari.train_envpool_atari",
+        (
+            "--env=atari_breakout",
+            "--num_workers=2",
+            "--num_envs_per_worker=1",
+            "--env_agents=16",
+            "--benchmark=True",
+            "--device=cpu",
+            "--train_for_env_steps=150000",
+        ),
+        ATARI_PROBE,
     ),
     "ant": Suite(
         "sf_examples.mujoco.train_mujoco",

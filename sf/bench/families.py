@@ -60,6 +60,13 @@ FAMILIES: tuple[Family, ...] = (
         defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults",
     ),
     Family(
+        "atari_",
+        "sf_examples.atari.train_atari",
+        "sf_examples.atari.atari_envs:register_atari_envs",
+        False,
+        defaults="sf_examples.atari.atari_envs:atari_defaults",
+    ),
+    Family(
         "",
         "sf_examples.train_gym_env",
         "sf.envs.gym_family:register_gym_env",

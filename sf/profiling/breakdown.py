@@ -12,7 +12,8 @@ subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in t
 table.
 
 The training module is the first word after `--` when it is not a flag (`sf_examples.vizdoom.train_vizdoom`);
-otherwise it follows from `--env`: `doom_*` VizDoom, `mujoco_*` MuJoCo, anything else a gymnasium id.
+otherwise it follows from `--env`: `doom_*` VizDoom, `mujoco_*` MuJoCo, `atari_*` Atari, anything else a gymnasium
+id; `--envpool=True` steps an Atari or MuJoCo run's envs through EnvPool, whose calls are then the simulator rows.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def training_module(flags: list[str]) -> tuple[str, list[str]]:
         return "sf_examples.vizdoom.train_vizdoom", flags
     if env.startswith("mujoco_"):
         return "sf_examples.mujoco.train_mujoco", flags
+    if env.startswith("atari_"):
+        return "sf_examples.atari.train_atari", flags
     return "sf_examples.train_gym_env", flags
 
 

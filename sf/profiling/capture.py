@@ -103,18 +103,23 @@ def envs_in_sim_ranges() -> Iterator[None]:
     """Rollout workers created inside this block build envs whose construction, step and reset are sim ranges."""
     from sf.runtime import rollout_worker
 
-    original = rollout_worker.create_env
+    original, original_vector = rollout_worker.create_env, rollout_worker.create_vector_env
 
     def create(*args, **kwargs):
         with _Range(SIM_RANGE):
             env = original(*args, **kwargs)
         return wrap_env(env)
 
-    rollout_worker.create_env = create
+    def create_vector(*args, **kwargs):  # a vector env (EnvPool): its batch steps are the simulator's time
+        with _Range(SIM_RANGE):
+            env = original_vector(*args, **kwargs)
+        return wrap_env(env)
+
+    rollout_worker.create_env, rollout_worker.create_vector_env = create, create_vector
     try:
         yield
     finally:
-        rollout_worker.create_env = original
+        rollout_worker.create_env, rollout_worker.create_vector_env = original, original_vector
 
 
 @dataclass
