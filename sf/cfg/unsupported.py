@@ -25,8 +25,8 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "optimizer": Unsupported("adam", "sf trains with Adam only (tune it with --adam_eps, --adam_beta1, --adam_beta2)"),
     "batched_sampling": Unsupported(
         False,
-        "sf has no vectorized-env sampler; a worker already sends one request per group of envs "
-        "(tune --worker_num_splits and --num_envs_per_worker instead)",
+        "sf has no batched sampler; a worker already sends one request per group of envs "
+        "(tune --worker_num_splits and --num_envs_per_worker instead; --envpool=True steps each group in one call)",
     ),
     "actor_worker_gpus": Unsupported([], "sf's rollout workers run their envs on the CPU; leave the list empty"),
     "env_gpu_actions": Unsupported(False, "sf's envs take actions as numpy arrays on the CPU; leave it False"),

@@ -99,7 +99,7 @@ def gym_id(env_name: str) -> str:
 
 
 def unknown_game_message(env_name: str) -> str:
-    close = difflib.get_close_matches(env_name, list(ATARI_GAMES), n=5, cutoff=0.6)
+    close = difflib.get_close_matches(env_name, list(ATARI_GAMES), n=3, cutoff=0.8)
     if close:
         return f"{env_name!r} is not an Atari game; did you mean: {', '.join(close)}?"
     return f"{env_name!r} is not an Atari game; known: {', '.join(ATARI_GAMES)}"
