@@ -103,6 +103,20 @@ def test_mujoco_pool():
         env.close()
 
 
+def test_first_episodes_cut_as_on_the_per_env_path():
+    """--decorrelate_by_truncation: env 1's first episode ends after 3 steps, truncated, then runs its full 1000."""
+    env = create_vector_env("mujoco_halfcheetah", pool_cfg(), VectorConfig(0, 2, 0))
+    try:
+        assert env.max_episode_steps == 1000
+        env.reset()
+        env.cut_first_episodes(np.array([0, 3]))
+        ids, actions = np.array([0, 1], np.int32), np.zeros((2, 6), np.float32)
+        ends = [env.step(ids, actions).truncated.tolist() for _ in range(6)]
+    finally:
+        env.close()
+    assert ends == [[False, False], [False, False], [False, True], [False, False], [False, False], [False, False]]
+
+
 def test_env_agents_fill_each_workers_pool():
     cfg = parse_full_cfg(["--env=atari_breakout", "--envpool=True", "--env_agents=16"], defaults=atari_defaults)
     assert cfg.num_envs_per_worker == 16

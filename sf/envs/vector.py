@@ -55,6 +55,7 @@ class VectorEnv(Protocol):
     action_spec: ActionSpec
     frameskip: int  # env frames per step: frame counts and FPS include them
     reward_scale: float  # the learner multiplies rewards by this; returns stay raw
+    max_episode_steps: int | None  # the time limit in steps, if the envs have one
 
     def reset(self) -> dict[str, np.ndarray]:
         """Reset every env; rows in env order."""
@@ -62,6 +63,11 @@ class VectorEnv(Protocol):
 
     def step(self, env_ids: np.ndarray, actions: np.ndarray) -> VectorStep:
         """Step the envs `env_ids` (int32) with `actions[k]`, the flat action vector of env `env_ids[k]`."""
+        ...
+
+    def cut_first_episodes(self, steps: np.ndarray) -> None:
+        """End env i's running episode as truncated after at most `steps[i]` more steps (no cut where it is 0), once:
+        `--decorrelate_by_truncation` on a vector env, as `EnvAdapter.cut_first_episode` does per env."""
         ...
 
     def close(self) -> None: ...

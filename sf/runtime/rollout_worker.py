@@ -127,10 +127,15 @@ class RolloutWorker(Component):
             self.ready[self.split_of[i]].append(i)
 
     def _start_vector_env(self) -> None:
-        """One vector env holds the worker's envs, in env order; they start together (no decorrelation steps)."""
+        """One vector env holds the worker's envs, in env order. They start together; with
+        --decorrelate_by_truncation their first episodes are cut as on the per-env path (no random steps here)."""
         cfg, n = self.cfg, self.num_envs
         self.vector = create_vector_env(cfg.env, cfg, VectorConfig(self.idx, n, self.global_env[0]))
         obs = self.vector.reset()
+        limit = self.vector.max_episode_steps
+        if cfg.decorrelate_envs_on_one_worker and cfg.decorrelate_by_truncation and limit:
+            offsets = np.arange(n) * cfg.rollout % limit
+            self.vector.cut_first_episodes(np.where(offsets > 0, limit - offsets, 0))
         slots = [self.free.popleft() for _ in range(n)]
         for i, slot in enumerate(slots):
             self.slot[i] = slot

@@ -83,6 +83,9 @@ class EnvPoolEnv:
         self._returns = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._ignored = self._actions(np.zeros((self.num_envs, self.action_spec.flat_dim), np.float32))
+        self.max_episode_steps: int | None = int(pool.config["max_episode_steps"])
+        self._cut = np.zeros(self.num_envs, np.int64)  # steps left before a first episode is cut; 0: no cut
+        self._cutting = False
 
     def reset(self) -> dict[str, np.ndarray]:
         self._returns[:] = 0.0
@@ -100,17 +103,42 @@ class EnvPoolEnv:
         self._returns[env_ids] += raw
         self._lengths[env_ids] += 1
         ended = terminated | truncated
+        if self._cutting:
+            truncated = truncated | self._count_down(env_ids, ended)
         infos: dict[int, dict] = {}
-        if ended.any():
+        if (terminated | truncated).any():
+            cut = truncated & ~ended
+            if ended.any():
+                rows = np.flatnonzero(ended)
+                obs[rows] = self._step(self._ignored[: len(rows)], env_ids[rows])[0]
+            if cut.any():
+                rows = np.flatnonzero(cut)
+                obs[rows] = self.pool.reset(env_ids[rows])[0]
+            ended = terminated | truncated
             rows = np.flatnonzero(ended)
             ids = env_ids[rows]
-            obs[rows] = self._step(self._ignored[: len(ids)], ids)[0]
             game_over = truncated[rows] | (info["terminated"][rows] != 0) if "terminated" in info else ended[rows]
             for row, env in zip(rows[game_over].tolist(), ids[game_over].tolist()):
                 infos[row] = {"episode": {"r": float(self._returns[env]), "l": int(self._lengths[env])}}
                 self._returns[env] = 0.0
                 self._lengths[env] = 0
         return VectorStep(self._obs(obs), rewards.astype(np.float32), terminated, truncated, infos)
+
+    def cut_first_episodes(self, steps: np.ndarray) -> None:
+        """Sync mode only: EnvPool's `reset(env_id)` is not defined in its asynchronous mode."""
+        if not self.asynchronous:
+            self._cut[:] = steps
+        self._cutting = bool(self._cut.any())
+
+    def _count_down(self, env_ids: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """Rows whose first episode is cut now; an episode that ended on its own cancels its env's cut."""
+        left = self._cut[env_ids]
+        counting = left > 0
+        left = np.where(counting, left - 1, 0)
+        cut_now = counting & (left == 0) & ~ended
+        self._cut[env_ids] = np.where(ended, 0, left)
+        self._cutting = bool(self._cut.any())
+        return cut_now
 
     def _step(self, actions: np.ndarray, env_ids: np.ndarray) -> tuple:
         if not self.asynchronous:
