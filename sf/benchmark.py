@@ -93,13 +93,14 @@ SUITES: dict[str, Suite] = {
         ".make_doom_env('doom_defend_the_center', None, None)",
     ),
     # Breakout with the Atari examples' own defaults (4 epochs of 4 x 256 samples per 1024, synchronous), two
-    # workers of 8 envs in two splits
+    # workers of 4 envs in two splits: Sample Factory's synchronous mode needs one round of every env's rollout
+    # (2 x 4 x 128) to be a whole number of 1024-sample iterations
     "atari": Suite(
         "sf_examples.atari.train_atari",
         (
             "--env=atari_breakout",
             "--num_workers=2",
-            "--num_envs_per_worker=8",
+            "--num_envs_per_worker=4",
             "--worker_num_splits=2",
             "--benchmark=True",
             "--device=cpu",
