@@ -120,3 +120,9 @@ def test_without_ale_py_the_error_names_the_extra(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "pip install 'sf[atari]'" in result.stderr and not (tmp_path / "default_experiment").exists()
+
+
+def test_an_unknown_name_lists_the_atari_family_folded():
+    with pytest.raises(EnvNotFoundError, match=r"registered: .*atari_\* \(57 envs\)") as info:
+        create_env("zzzzzzzzzzzzzzzz", CFG)
+    assert "atari_alien" not in str(info.value)

@@ -7,6 +7,7 @@ per call, which `--envpool=True` selects (`sf.envs.vector`).
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,8 +78,18 @@ def _not_found_message(name: str) -> str:
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
     if close:
         return f"no env registered as {name!r}; did you mean: {', '.join(close)}?"
-    listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    shown = _families_folded(names)
+    listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
     return f"no env registered as {name!r}; registered: {listed or 'none'}"
+
+
+def _families_folded(names: list[str], more_than: int = 5) -> list[str]:
+    """Sorted names, a family of more than `more_than` sharing a prefix (`atari_`) shown as `atari_* (57 envs)`."""
+    shown: list[str] = []
+    for prefix, group in itertools.groupby(names, key=lambda n: n.split("_", 1)[0] + "_" if "_" in n else n):
+        members = list(group)
+        shown += [f"{prefix}* ({len(members)} envs)"] if len(members) > more_than else members
+    return shown
 
 
 @dataclass(frozen=True)
