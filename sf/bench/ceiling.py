@@ -3,7 +3,8 @@
 Every rollout worker process of the layout is started the way a training run starts it (spawn, one math
 thread, the same pinning), creates its `--num_envs_per_worker` envs, and after all workers are ready steps
 them round robin for a fixed time. No network, no inference, no learner: the FPS a framework could reach if
-its own cost were zero. In serial mode the layout is one process stepping every env.
+its own cost were zero. In serial mode the layout is one process stepping every env. With `--envpool` each process
+steps its envs as one EnvPool, a split per call, as its rollout worker would.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.families import EnvFamily
+from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
+from sf.envs.vector import VectorConfig
 from sf.utils.process_settings import apply_process_settings, thread_limits
 
 READY_TIMEOUT_S = 600.0  # env creation (a VizDoom engine per env) may take long on a loaded machine
@@ -46,6 +49,9 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     """One process of the layout: create its envs, wait for the others, step for `seconds`, report frames."""
     apply_process_settings(cfg, "serial" if cfg.serial_mode else "rollout", index)
     family.register_envs(cfg.env)
+    if cfg.envpool:
+        _step_vector_env(cfg, index, num_envs, seconds, go, results)
+        return
     envs = [EnvAdapter(create_env(cfg.env, cfg, EnvConfig(index, i, index * num_envs + i))) for i in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
@@ -71,6 +77,34 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     finally:
         for env in envs:
             env.close()
+
+
+def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results) -> None:
+    """The same with the process's envs in one vector env (EnvPool), stepped a split at a time as a worker does."""
+    env = create_vector_env(cfg.env, cfg, VectorConfig(index, num_envs, index * num_envs))
+    env.reset()
+    per_split = num_envs // (cfg.worker_num_splits * (cfg.num_workers if cfg.serial_mode else 1))
+    groups = [np.arange(start, start + per_split, dtype=np.int32) for start in range(0, num_envs, per_split)]
+    actions = random_actions(env.action_spec, 4096 + per_split, np.random.default_rng(index))
+    results.put(("ready", index))
+    if not go.wait(timeout=READY_TIMEOUT_S):
+        env.close()
+        return
+    steps, start = 0, time.perf_counter()
+    deadline = start + seconds
+    try:
+        while True:
+            for _ in range(CHECK_CLOCK_EVERY):
+                for group in groups:
+                    at = steps % 4096
+                    env.step(group, actions[at : at + per_split])
+                    steps += per_split
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        results.put(("done", steps * env.frameskip, now - start))
+    finally:
+        env.close()
 
 
 def measure_ceiling(cfg, family: EnvFamily, seconds: float) -> CeilingResult:

@@ -2,13 +2,15 @@
 
 The three phases run one after another in one invocation, each in its own processes: the ceiling
 (`sf.bench.ceiling`), then the training command with `--sampling_only=True`, then the training command itself,
-both in benchmark mode. Each FPS is set against the ceiling, and the profile report of the two runs names their
-bottleneck. Everything lands in `<train_dir>/<experiment>/`: `benchmark.json`, `benchmark.png`, and the two runs'
-own experiment folders `sampling/` and `training/`.
+both in benchmark mode. With `--envpool=True` the ceiling is EnvPool's, and the same layout's ceiling with
+gymnasium envs follows it, so the two simulators' rates stand side by side. Each FPS is set against the ceiling,
+and the profile report of the two runs names their bottleneck. Everything lands in `<train_dir>/<experiment>/`:
+`benchmark.json`, `benchmark.png`, and the two runs' own experiment folders `sampling/` and `training/`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -18,9 +20,15 @@ from sf.bench.ceiling import measure_ceiling
 from sf.bench.runs import RunResult, profile_verdict, resolved_inference_placement, run_training
 from sf.envs.families import EnvFamily
 
-PHASES = ("ceiling", "sampling", "training")
+PHASES = ("ceiling", "gymnasium_ceiling", "sampling", "training")
+CEILINGS = ("ceiling", "gymnasium_ceiling")
 STARTUP_LIMIT_S = 600.0  # a run that has not started collecting by then is stopped
-PHASE_TITLES = {"ceiling": "simulator ceiling", "sampling": "sampling only", "training": "training"}
+PHASE_TITLES = {
+    "ceiling": "simulator ceiling",
+    "gymnasium_ceiling": "  gymnasium envs",
+    "sampling": "sampling only",
+    "training": "training",
+}
 
 
 @dataclass
@@ -102,6 +110,11 @@ def run_env_benchmark(
     )
     ceiling = measure_ceiling(cfg, family, phase_s)
     result.phases.append(Phase("ceiling", ceiling.fps, None, 1.0, None, "ok"))
+    if cfg.envpool:
+        log(f"the same layout with gymnasium envs, {phase_s:.0f} s ...")
+        plain = measure_ceiling(argparse.Namespace(**{**vars(cfg), "envpool": False}), family, phase_s)
+        share = plain.fps / ceiling.fps if ceiling.fps > 0 else None
+        result.phases.append(Phase("gymnasium_ceiling", plain.fps, None, share, None, "ok"))
     for name in ("sampling", "training"):
         log(f"{PHASE_TITLES[name]} ...")
         run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)

@@ -27,6 +27,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 @dataclass(frozen=True)
 class Suite:
     flags: tuple[str, ...]
+    train_module: str | None = None  # when not the family's own (e.g. the EnvPool variant of a family)
 
     @property
     def env(self) -> str:
@@ -34,8 +35,9 @@ class Suite:
 
     @property
     def module(self) -> str:
-        """The training module of the env's family: the same module path exists in sf_examples of both frameworks."""
-        return family_of(self.env).train_module
+        """The training module (the env family's unless named): the same module path exists in sf_examples of both
+        frameworks."""
+        return self.train_module or family_of(self.env).train_module
 
 
 SUITES: dict[str, Suite] = {
@@ -82,6 +84,33 @@ SUITES: dict[str, Suite] = {
             "--device=cpu",
             "--train_for_env_steps=250000",
         ),
+    ),
+    # Breakout with the Atari examples' own defaults (4 epochs of 4 x 256 samples per 1024, synchronous), two
+    # workers of 4 envs in two splits: Sample Factory's synchronous mode needs one round of every env's rollout
+    # (2 x 4 x 128) to be a whole number of 1024-sample iterations
+    "atari": Suite(
+        (
+            "--env=atari_breakout",
+            "--num_workers=2",
+            "--num_envs_per_worker=4",
+            "--worker_num_splits=2",
+            "--benchmark=True",
+            "--device=cpu",
+            "--train_for_env_steps=100000",
+        ),
+    ),
+    # the same game through EnvPool with the EnvPool examples' defaults: two workers, each stepping one pool of 16
+    "envpool": Suite(
+        (
+            "--env=atari_breakout",
+            "--num_workers=2",
+            "--num_envs_per_worker=1",
+            "--env_agents=16",
+            "--benchmark=True",
+            "--device=cpu",
+            "--train_for_env_steps=100000",
+        ),
+        train_module="sf_examples.envpool.atari.train_envpool_atari",
     ),
     "ant": Suite(
         ("--env=mujoco_ant", "--serial_mode=True", "--async_rl=False", "--device=cpu", "--train_for_env_steps=100000"),

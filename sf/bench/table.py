@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sf.bench.env_mode import PHASE_TITLES, EnvBenchmark
+from sf.bench.env_mode import CEILINGS, PHASE_TITLES, EnvBenchmark
 
 HEADER = ("phase", "FPS", "whole run", "of ceiling", "verdict")
 
@@ -20,7 +20,7 @@ def _cells(bench: EnvBenchmark) -> list[tuple[str, ...]]:
                 f"failed ({phase.status})" if failed else f"{phase.fps:,.0f}",
                 "-" if phase.fps_whole_run is None else f"{phase.fps_whole_run:,.0f}",
                 "-" if phase.share_of_ceiling is None or failed else f"{100 * phase.share_of_ceiling:.0f} %",
-                "-" if phase.name == "ceiling" else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
+                "-" if phase.name in CEILINGS else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
             )
         )
     return rows
@@ -68,7 +68,8 @@ def write_chart(bench: EnvBenchmark, path: Path) -> Path | None:
     titles = [PHASE_TITLES[p.name] for p in bench.phases]
     fps = [p.fps for p in bench.phases]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    bars = ax.bar(titles, fps, color=["#888888", "#4c72b0", "#dd8452"][: len(fps)])
+    colors = {"ceiling": "#888888", "gymnasium_ceiling": "#bbbbbb", "sampling": "#4c72b0", "training": "#dd8452"}
+    bars = ax.bar([t.strip() for t in titles], fps, color=[colors[p.name] for p in bench.phases])
     for bar, phase in zip(bars, bench.phases):
         share = "" if phase.share_of_ceiling is None else f"{100 * phase.share_of_ceiling:.0f} %"
         verdict = f"\n{phase.verdict}-bound" if phase.verdict else ""

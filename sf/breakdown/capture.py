@@ -110,7 +110,8 @@ def _env_in_sim_ranges(create: Callable[[], Any]) -> Any:
 
 @contextmanager
 def envs_in_sim_ranges() -> Iterator[None]:
-    """Envs created inside this block (the rollout workers') have their construction, step and reset in sim ranges."""
+    """Envs created inside this block (the rollout workers', vector envs such as EnvPool's included) have their
+    construction, step and reset in sim ranges."""
     add_create_hook(_env_in_sim_ranges)
     try:
         yield

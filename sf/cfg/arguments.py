@@ -405,8 +405,44 @@ def _env_flags(g: _Group) -> None:
         "the first axis (channels of an image); after a reset the first observation fills the stack",
     )
     g.text("pixel_format", "CHW", _only("pixel_format"))
-    g.boolean("use_record_episode_statistics", False, _only("use_record_episode_statistics"))
-    g.integer("env_agents", -1, _only("env_agents"))
+    g.boolean(
+        "use_record_episode_statistics",
+        False,
+        "report each episode from the env's own statistics (gymnasium's RecordEpisodeStatistics `episode` info) "
+        "when it ends one, instead of the rewards and steps the rollout loop summed: for envs whose episodes for the "
+        "learner are shorter than the real ones or whose rewards are transformed (Atari's lost lives and clipped "
+        "rewards; the Atari examples' default)",
+    )
+    g.boolean(
+        "envpool",
+        False,
+        "step each rollout worker's envs as one EnvPool (its C++ threads, one call per split) instead of one "
+        "gymnasium env at a time; for the env families that offer it (atari_*, mujoco_*; pip install "
+        "'sf[envpool]'). Evaluation plays the gymnasium version of the env",
+    )
+    g.choice(
+        "envpool_mode",
+        ("sync", "async"),
+        "sync",
+        "with --envpool: sync steps a split's envs in one call that returns when all are done; async sends them "
+        "at once and receives each env as it finishes (EnvPool's asynchronous mode)",
+    )
+    g.integer(
+        "envpool_num_threads",
+        0,
+        "with --envpool: threads of each worker's EnvPool (0: one per core the worker may run on, at most one per env)",
+    )
+    g.integer(
+        "envpool_thread_affinity_offset",
+        -1,
+        "with --envpool: pin EnvPool's threads to cores from this one on (-1: not pinned)",
+    )
+    g.integer(
+        "env_agents",
+        -1,
+        "with --envpool: envs in each EnvPool (Sample Factory's name): a rollout worker steps --num_envs_per_worker "
+        "x --env_agents envs in its one pool (-1: --num_envs_per_worker alone)",
+    )
 
 
 def _run_flags(g: _Group) -> None:
@@ -776,6 +812,8 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
         cfg.async_rl = False
     if cfg.env_threads == 0:
         cfg.env_threads = auto_env_threads(cfg)
+    if cfg.envpool and cfg.env_agents > 1:
+        cfg.num_envs_per_worker *= cfg.env_agents  # one pool per worker holds them all
 
 
 def auto_env_threads(cfg: argparse.Namespace) -> int:

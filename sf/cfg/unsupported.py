@@ -25,8 +25,8 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "optimizer": Unsupported("adam", "sf trains with Adam only (tune it with --adam_eps, --adam_beta1, --adam_beta2)"),
     "batched_sampling": Unsupported(
         False,
-        "sf has no vectorized-env sampler; a worker already sends one request per group of envs "
-        "(tune --worker_num_splits and --num_envs_per_worker instead)",
+        "sf has no batched sampler; a worker already sends one request per group of envs "
+        "(tune --worker_num_splits and --num_envs_per_worker instead; --envpool=True steps each group in one call)",
     ),
     "actor_worker_gpus": Unsupported([], "sf's rollout workers run their envs on the CPU; leave the list empty"),
     "env_gpu_actions": Unsupported(False, "sf's envs take actions as numpy arrays on the CPU; leave it False"),
@@ -37,10 +37,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
         False, "sf probes the env's spaces once per run in the main process; leave it False"
     ),
     "pixel_format": Unsupported("CHW", "sf's conv encoders always take channels first (CHW)"),
-    "use_record_episode_statistics": Unsupported(
-        False, "sf sums each episode's raw rewards itself (before --reward_scale); leave it False"
-    ),
-    "env_agents": Unsupported(-1, "sf trains single-agent envs only; leave it out"),
     "summaries_use_frameskip": Unsupported(
         True, "the x axis of sf's summaries always counts env frames after frameskip"
     ),

@@ -102,6 +102,12 @@ def validate_cfg(cfg: Namespace) -> None:
         )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    if cfg.env_agents != -1 and (cfg.env_agents < 1 or not cfg.envpool):
+        raise ConfigError(
+            f"--env_agents={cfg.env_agents}: sf trains single-agent envs; the flag sets the envs of each EnvPool and "
+            "needs --envpool=True and a value >= 1",
+            flag="--env_agents",
+        )
     _check_cluster(cfg)
 
 

@@ -33,7 +33,7 @@ import ray
 
 from sf.distributed.cluster import NodeInfo, this_node
 from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack, put
-from sf.envs.registry import restore_registry
+from sf.envs.registry import RegistrySnapshot, restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
@@ -71,7 +71,7 @@ class AgentSpec:
     inference_workers: tuple[int, ...]  # indices of this node's inference workers of each policy
     cfg: Any
     env_info: EnvInfo
-    envs: dict  # the env registry, portable (sf.distributed.transfer.portable_registry)
+    envs: RegistrySnapshot  # the env registry, portable (sf.distributed.transfer.portable_registry)
     experiment_dir: str
 
 

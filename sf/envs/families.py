@@ -85,6 +85,14 @@ _FAMILIES: dict[str, EnvFamily] = {
             defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults",
         ),
         EnvFamily(
+            "atari",
+            "atari_",
+            "sf_examples.atari.train_atari",
+            "sf_examples.atari.enjoy_atari",
+            "sf_examples.atari.atari_envs:register_atari_envs",
+            defaults="sf_examples.atari.atari_envs:atari_defaults",
+        ),
+        EnvFamily(
             "custom_env",
             "goal_gate",
             "sf_examples.custom_env.train_custom_env",

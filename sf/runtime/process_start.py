@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 
+from sf.envs.registry import RegistrySnapshot
 from sf.runtime.parent_link import MAIN_PID_VARIABLE
 from sf.utils.process_settings import thread_limits
 
@@ -40,9 +41,10 @@ def forkserver_available() -> bool:
     return "forkserver" in mp.get_all_start_methods()
 
 
-def preload_modules(env_factories: dict) -> list[str]:
+def preload_modules(registry: RegistrySnapshot) -> list[str]:
     """What the server imports: torch, sf's component code and the modules that registered the run's envs."""
-    env_modules = {factory.__module__ for factory in env_factories.values()}
+    factories = [*registry.envs.values(), *registry.vector_envs.values()]
+    env_modules = {factory.__module__ for factory in factories}
     return [*BASE_PRELOAD, *sorted(m for m in env_modules if m and m != "__main__")]
 
 

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import torch
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
+from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
 from sf.utils.errors import ConfigError
@@ -23,10 +25,13 @@ class EnvInfo:
 
 def probe_env(cfg) -> EnvInfo:
     """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
-    honour fails here, before any process starts."""
-    env = EnvAdapter(
-        create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
-    )
+    honour fails here, before any process starts. With `--envpool` the env is a vector env of one."""
+    if cfg.envpool:
+        env = create_vector_env(cfg.env, cfg, VectorConfig(worker_index=-1, num_envs=1, first_env_id=0))
+    else:
+        env = EnvAdapter(
+            create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
+        )
     try:
         info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
     finally:
