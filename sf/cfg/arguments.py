@@ -214,6 +214,13 @@ def _placement_flags(g: _Group) -> None:
         "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
         "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise",
     )
+    g.boolean(
+        "mlp_inference_kernel",
+        True,
+        "on the CPU, run the inference step of an MLP policy over one vector observation without a recurrent core "
+        "(classic control, MuJoCo) as one numba kernel instead of some forty torch operators; other models always "
+        "use torch",
+    )
     g.integer(
         "max_policy_lag",
         1000,
