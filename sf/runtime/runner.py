@@ -308,6 +308,7 @@ class Runner(Component):
                 "p95": staleness.age_quantile(all_ages, 0.95),
             },
             "policy_lag_hist": staleness.lag_histogram(all_lags),
+            "precision": getattr(self.cfg, "precision_in_use", None),  # what the image encoder ran in, and why
             **(
                 {"node_restarts": self.node_restarts, "frames_lost": self.frames_lost}
                 if self.cfg.backend == "ray"
