@@ -22,10 +22,13 @@ _IMPALA_CHANNELS = (16, 32, 32)
 CONV_ARCHITECTURES = (*_PLAIN_CONVNETS, "convnet_impala")
 
 
-def activation(name: str) -> nn.Module:
+def activation(name: str, inplace: bool = False) -> nn.Module:
+    """The nonlinearity; `inplace` where its input is a fresh layer output that nothing else reads. ELU in place
+    writes no second tensor and its backward works from the output, without an exp (`docs/performance.md`,
+    section 16); ReLU likewise; tanh has no in-place module."""
     if name not in _ACTIVATIONS:
         raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]()
+    return _ACTIVATIONS[name](inplace=True) if inplace and name != "tanh" else _ACTIVATIONS[name]()
 
 
 class Mlp(nn.Sequential):
@@ -34,7 +37,7 @@ class Mlp(nn.Sequential):
     def __init__(self, in_size: int, layer_sizes: list[int], nonlinearity: str):
         layers: list[nn.Module] = []
         for size in layer_sizes:
-            layers += [nn.Linear(in_size, size), activation(nonlinearity)]
+            layers += [nn.Linear(in_size, size), activation(nonlinearity, inplace=True)]
             in_size = size
         super().__init__(*layers)
         self.out_size = in_size
@@ -71,7 +74,7 @@ def _impala_trunk(in_channels: int, nonlinearity: str) -> nn.Sequential:
 def _plain_trunk(in_channels: int, spec: list[tuple[int, int, int]], nonlinearity: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     for channels, kernel, stride in spec:
-        layers += [nn.Conv2d(in_channels, channels, kernel, stride=stride), activation(nonlinearity)]
+        layers += [nn.Conv2d(in_channels, channels, kernel, stride=stride), activation(nonlinearity, inplace=True)]
         in_channels = channels
     return nn.Sequential(*layers)
 
