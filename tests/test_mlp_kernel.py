@@ -96,7 +96,9 @@ def test_kernel_step_matches_the_torch_model(name):
         dist = model.action_distribution(t["action_logits"][slots, steps])
         torch.testing.assert_close(t["action_logits"][slots, steps], out.action_logits, rtol=1e-5, atol=2e-6)
         torch.testing.assert_close(t["values"][slots, steps], out.values, rtol=1e-5, atol=2e-5)
-        torch.testing.assert_close(t["log_prob"][slots, steps], dist.log_prob(t["actions"][slots, steps]), atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            t["log_prob"][slots, steps], dist.log_prob(t["actions"][slots, steps]), atol=2e-5, rtol=1e-5
+        )
     assert (t["policy_version"][slots, steps] == worker.version).all()
     discrete = t["actions"][slots, steps][:, : len(spec.discrete_sizes)]
     assert all((discrete[:, j] < size).all() for j, size in enumerate(spec.discrete_sizes))

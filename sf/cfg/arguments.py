@@ -376,8 +376,9 @@ def _model_flags(g: _Group) -> None:
         ("auto", "fp32", "bf16"),
         "auto",
         "arithmetic of the image encoder: bf16 runs its convolutions and fully connected layers in bfloat16 "
-        "(weights, recurrent core, heads and losses stay float32); auto is bf16 on CPUs with AMX tiles, where it "
-        "halves the encoder's cost, and fp32 elsewhere",
+        "(weights, recurrent core, heads and losses stay float32), about twice as fast on CPUs with AMX tiles and "
+        "slower elsewhere; auto is fp32 on every machine until learning in bfloat16 is shown to match float32. "
+        "A resumed run keeps the precision it started with unless this flag is given",
     )
     g.choice(
         "policy_initialization",
