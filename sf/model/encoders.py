@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from sf.envs.spaces import ObsSpec
+from sf.model.activations import Activation
 from sf.model.precision import resolve_precision
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+NONLINEARITIES = ("elu", "relu", "tanh")
 
 # (out_channels, kernel, stride) per conv layer
 _PLAIN_CONVNETS: dict[str, list[tuple[int, int, int]]] = {
@@ -23,12 +24,12 @@ CONV_ARCHITECTURES = (*_PLAIN_CONVNETS, "convnet_impala")
 
 
 def activation(name: str, inplace: bool = False) -> nn.Module:
-    """The nonlinearity; `inplace` where its input is a fresh layer output that nothing else reads. ELU in place
-    writes no second tensor and its backward works from the output, without an exp (`docs/performance.md`,
-    section 16); ReLU likewise; tanh has no in-place module."""
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name](inplace=True) if inplace and name != "tanh" else _ACTIVATIONS[name]()
+    """The nonlinearity; `inplace` where its input is a fresh layer output that nothing else reads. ELU and tanh run
+    as numba kernels on the CPU (`sf.model.activations`); in place they keep no second tensor, and their backward
+    works from the output (for ELU without an exp)."""
+    if name not in NONLINEARITIES:
+        raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(NONLINEARITIES)}")
+    return nn.ReLU(inplace=inplace) if name == "relu" else Activation(name, inplace)
 
 
 class Mlp(nn.Sequential):

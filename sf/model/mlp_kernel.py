@@ -24,11 +24,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from sf.model.activations import Activation, fast_elu, fast_tanh
 from sf.model.actor_critic import LOG_STD_MAX, LOG_STD_MIN, ActorCritic
 from sf.model.cores import IdentityCore
 from sf.model.encoders import MlpEncoder
 
-ACTIVATIONS = {nn.ELU: 0, nn.ReLU: 1, nn.Tanh: 2}
+ACTIVATION_CODES = {"elu": 0, "relu": 1, "tanh": 2}
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 # meta: the int64 description of the packed float32 array; header fields, then 4 per dense layer
@@ -37,7 +38,7 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LAYERS, _ACT, _OBS_DIM, _OBS_MEAN, _OBS_INV_STD, _OBS_CLIP, _RET_MEAN, _RET_STD = range(8)
 _NUM_DISCRETE, _CONTINUOUS, _LOG_STD, _TANH_SCALE = range(8, 12)
 _HEADER = 12
-_FAST = {"contract", "reassoc", "nsz", "arcp"}  # no assumption about NaN or infinity
+_KERNEL = dict(cache=True, fastmath={"contract", "reassoc", "nsz", "arcp"}, error_model="numpy")
 
 
 @numba.njit(cache=True)
@@ -46,28 +47,7 @@ def seed_sampling(seed: int) -> None:
     np.random.seed(seed)
 
 
-@numba.njit(cache=True, inline="always", fastmath=_FAST)
-def _tanh(x: np.float32) -> np.float32:
-    """tanh as a rational function on [-7.9, 7.9] (Eigen's float approximation, within 4e-7 of the exact value):
-    unlike the libm call it vectorizes, 3x faster over a 16 x 64 activation."""
-    c = np.float32(7.90531110763549805)
-    x = min(max(x, -c), c)
-    x2 = x * x
-    p = np.float32(-2.76076847742355e-16)
-    p = p * x2 + np.float32(2.00018790482477e-13)
-    p = p * x2 + np.float32(-8.60467152213735e-11)
-    p = p * x2 + np.float32(5.12229709037114e-08)
-    p = p * x2 + np.float32(1.48572235717979e-05)
-    p = p * x2 + np.float32(6.37261928875436e-04)
-    p = p * x2 + np.float32(4.89352455891786e-03)
-    q = np.float32(1.19825839466702e-06)
-    q = q * x2 + np.float32(1.18534705686654e-04)
-    q = q * x2 + np.float32(2.26843463243900e-03)
-    q = q * x2 + np.float32(4.89352518554385e-03)
-    return p * x / q
-
-
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(**_KERNEL)
 def _dense(x: np.ndarray, blob: np.ndarray, meta: np.ndarray, at: int, act: int) -> np.ndarray:
     """x [B, I] @ W^T + b, then the activation (-1: none). The transposed weights make the inner loop run over
     contiguous outputs, which vectorizes without reordering any sum."""
@@ -85,8 +65,7 @@ def _dense(x: np.ndarray, blob: np.ndarray, meta: np.ndarray, at: int, act: int)
     if act == 0:
         for r in range(out.shape[0]):
             for j in range(outputs):
-                if out[r, j] <= 0:
-                    out[r, j] = np.expm1(out[r, j])
+                out[r, j] = fast_elu(out[r, j])
     elif act == 1:
         for r in range(out.shape[0]):
             for j in range(outputs):
@@ -94,11 +73,11 @@ def _dense(x: np.ndarray, blob: np.ndarray, meta: np.ndarray, at: int, act: int)
     elif act == 2:
         for r in range(out.shape[0]):
             for j in range(outputs):
-                out[r, j] = _tanh(out[r, j])
+                out[r, j] = fast_tanh(out[r, j])
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _policy_step(
     obs, slots, steps, rollout, blob, meta, version, out_actions, out_log_prob, out_params, out_values, out_version
 ):
@@ -162,6 +141,12 @@ def _policy_step(
         out_version[dst] = version
 
 
+def _activation_code(module: nn.Module) -> int | None:
+    if isinstance(module, Activation):
+        return ACTIVATION_CODES[module.kind]
+    return ACTIVATION_CODES["relu"] if isinstance(module, nn.ReLU) else None
+
+
 class MlpPolicyKernel:
     """The numba inference step of one `ActorCritic` MLP policy; `of(model)` says whether the model qualifies."""
 
@@ -182,7 +167,7 @@ class MlpPolicyKernel:
             return None
         layers = [*encoders[0].mlp, *model.decoders[0]]
         linears = [m for m in layers if isinstance(m, nn.Linear)]
-        acts = {ACTIVATIONS.get(type(m)) for m in layers if not isinstance(m, nn.Linear)}
+        acts = {_activation_code(m) for m in layers if not isinstance(m, nn.Linear)}
         if not linears or len(acts) != 1 or None in acts:
             return None
         return MlpPolicyKernel(model, key, linears, acts.pop())
