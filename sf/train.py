@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from sf.cfg.arguments import describe_device, resolve_device
@@ -22,14 +23,42 @@ log = logging.getLogger("sf")
 EXIT_BAD_INPUT = 2
 
 
-def _resolve_precision(cfg, env_info, device: str, experiment) -> None:
-    """`--precision=auto` made concrete for this device, recorded in config.json and logged where it matters."""
-    from sf.model.precision import resolve_precision
+def _previous_precision(cfg) -> str | None:
+    """The precision a run being resumed used (`precision_in_use`, or in configs from before that key `precision`,
+    which then held the resolved value); None for a new run or a config without one."""
+    import json
+    from pathlib import Path
 
-    cfg.precision = resolve_precision(cfg.precision, device)
+    saved = Path(cfg.train_dir) / cfg.experiment / "config.json"
+    if cfg.restart_behavior != "resume" or not saved.is_file():
+        return None
+    try:
+        config = json.loads(saved.read_text())
+    except (OSError, ValueError):
+        return None
+    in_use = config.get("precision_in_use")
+    used = in_use.get("used") if isinstance(in_use, dict) else config.get("precision")
+    return used if used in ("fp32", "bf16") else None
+
+
+def _resolve_precision(cfg, env_info, device: str, experiment, previous: str | None) -> None:
+    """Say once what precision the run uses and why; a resumed run keeps the one it started with unless
+    --precision is given, and says so when it changes. The request stays in cfg.precision, so each process (and
+    each node of a cluster) resolves it itself; what this one resolved goes to config.json as precision_in_use."""
+    from sf.runtime.setup import has_image_encoder, precision_choice
+
+    image_encoder = has_image_encoder(env_info)
+    if previous is not None and "precision" not in cfg.cli_args and image_encoder:
+        cfg.precision = previous
+    choice = precision_choice(cfg, env_info, device)
+    if previous is not None and image_encoder:
+        if previous != choice.used:
+            log.warning("precision changed on resume: the run started in %s and continues in %s", previous, choice.used)
+        else:
+            choice = replace(choice, reason=f"{choice.reason}; as the run being resumed")
+    cfg.precision_in_use = choice.to_dict()
     experiment.write_config()
-    if any(len(shape) == 3 for shape, _ in env_info.obs_spec.values()):
-        log.info("image encoder in %s", "bfloat16 (autocast)" if cfg.precision == "bf16" else "float32")
+    log.info("precision: %s", choice.describe())
 
 
 def _say_finished(cfg, resume) -> None:
@@ -64,6 +93,7 @@ def run_rl(cfg) -> int:
 
     setup_logging(cfg.log_level)
     env_error: Exception | None = None
+    previous_precision = _previous_precision(cfg)  # before config.json is written again
     try:
         try:
             resume = find_resume_point(cfg)
@@ -115,7 +145,7 @@ def run_rl(cfg) -> int:
         return 1
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
-    _resolve_precision(cfg, env_info, device, experiment)
+    _resolve_precision(cfg, env_info, device, experiment, previous_precision)
     checkpoints = resume.checkpoints if resume is not None else {}
     resume_paths = {policy: loaded.path for policy, loaded in checkpoints.items()}
     stop = threading.Event()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import run_sf
 
-from sf.bench.ceiling import measure_ceiling, random_actions
+from sf.bench.ceiling import ceiling_processes, measure_ceiling, random_actions
 from sf.bench.cli import main
 from sf.bench.runs import parse_verdict
 from sf.cfg.arguments import default_cfg
@@ -84,17 +84,22 @@ def test_ceiling_sums_processes_and_counts_frameskip():
     assert 0.4 * bound < result.fps <= 1.02 * bound  # sleeps only overshoot; a loaded machine overshoots more
 
 
-def test_ceiling_serial_mode_is_one_process():
-    cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, serial_mode=True, async_rl=False)
-    result = measure_ceiling(cfg, SLEEPY, seconds=0.5)
-    assert result.processes == 1 and result.envs == 4
-    assert 0.4 * FRAMESKIP / SLEEP_S < result.fps <= 1.02 * FRAMESKIP / SLEEP_S
+def test_ceiling_steps_on_every_core_whatever_the_layout():
+    """A serial run's one process, or fewer workers than cores, is measured against every core: the layout's envs
+    are spread over as many processes as there are cores (at most one per env)."""
+    serial = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, serial_mode=True, async_rl=False)
+    result = measure_ceiling(serial, SLEEPY, seconds=0.5, cores=2)
+    assert result.processes == 2 and result.envs == 4
+    assert 0.4 * 2 * FRAMESKIP / SLEEP_S < result.fps <= 1.02 * 2 * FRAMESKIP / SLEEP_S
+    assert ceiling_processes(serial, cores=1) == 1
+    assert ceiling_processes(default_cfg(num_workers=1, num_envs_per_worker=2), cores=3) == 2  # one env each at most
+    assert ceiling_processes(default_cfg(num_workers=4, num_envs_per_worker=8), cores=2) == 4  # the layout's, more
 
 
 def test_vector_ceiling_steps_a_split_per_call():
     """2 processes x 4 envs in 2 splits, each call one 2 ms sleep for 2 envs of 3 frames: at most 6,000 frames/s."""
     cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=4, envpool=True, set_workers_cpu_affinity=False)
-    result = measure_ceiling(cfg, SLEEPY, seconds=1.0)
+    result = measure_ceiling(cfg, SLEEPY, seconds=1.0, cores=2)
     bound = cfg.num_workers * 2 * FRAMESKIP / SLEEP_S
     assert result.processes == 2 and result.envs == 8
     assert 0.4 * bound < result.fps <= 1.02 * bound

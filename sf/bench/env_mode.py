@@ -17,7 +17,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sf.bench.ceiling import measure_ceiling
-from sf.bench.runs import RunResult, profile_verdict, resolved_inference_placement, run_training
+from sf.bench.runs import (
+    RunResult,
+    profile_verdict,
+    resolved_inference_placement,
+    resolved_precision,
+    run_training,
+)
 from sf.envs.families import EnvFamily
 
 PHASES = ("ceiling", "gymnasium_ceiling", "sampling", "training")
@@ -53,6 +59,8 @@ class EnvBenchmark:
     date: str
     load_avg_start: float
     load_avg_end: float = 0.0
+    ceiling_processes: int = 0  # processes that stepped the envs for the ceiling: the layout's or the cores', the more
+    precision: dict | None = None  # what the runs' image encoder used and why (sf.model.precision.PrecisionChoice)
     phases: list[Phase] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -105,10 +113,11 @@ def run_env_benchmark(
         load_avg_start=os.getloadavg()[0],
     )
     log(
-        f"simulator ceiling: {result.layout['num_workers']} x {result.layout['num_envs_per_worker']} envs, "
-        f"random actions, {phase_s:.0f} s ..."
+        f"simulator ceiling: {result.layout['num_workers'] * result.layout['num_envs_per_worker']} envs on every "
+        f"core, random actions, {phase_s:.0f} s ..."
     )
     ceiling = measure_ceiling(cfg, family, phase_s)
+    result.ceiling_processes = ceiling.processes
     result.phases.append(Phase("ceiling", ceiling.fps, None, 1.0, None, "ok"))
     if cfg.envpool:
         log(f"the same layout with gymnasium envs, {phase_s:.0f} s ...")
@@ -122,6 +131,7 @@ def run_env_benchmark(
         placement = resolved_inference_placement(run.experiment_dir) if run.ok else None
         if placement is not None:
             result.layout["inference_placement"] = placement
+        result.precision = (resolved_precision(run.experiment_dir) if run.ok else None) or result.precision
         fps = run.best_fps if run.ok else 0.0
         result.phases.append(
             Phase(

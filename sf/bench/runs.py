@@ -168,6 +168,12 @@ def resolved_inference_placement(experiment_dir: str | Path) -> str | None:
     return json.loads(config.read_text())["inference_placement"] if config.exists() else None
 
 
+def resolved_precision(experiment_dir: str | Path) -> dict | None:
+    """What the run's image encoder computed in and why (`precision_in_use` of its config.json), or None."""
+    config = Path(experiment_dir) / "config.json"
+    return json.loads(config.read_text()).get("precision_in_use") if config.exists() else None
+
+
 def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> str | None:
     """The bottleneck kind ("simulation", ...) that `python -m sf.profile report --json` names, or None when the
     report is not available or names none."""

@@ -22,6 +22,7 @@ from sf.envs.registry import create_env
 
 COLLECTED = re.compile(r"Collected \{.*\}, FPS: ([\d.]+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CEILING_S = 10.0  # seconds the all-core ceiling steps before each repeat
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ class Result:
     sf_fps: list[float] = field(default_factory=list)
     sample_factory_fps: list[float] = field(default_factory=list)
     bare_env_rates: list[float] = field(default_factory=list)  # one before each repeat: the machine's speed drifts
+    ceiling_fps: list[float] = field(default_factory=list)  # every core stepping the suite's envs, frames/s
+    precision: dict | None = None  # what sf's image encoder computed in, and why (its run's summary.json)
 
     @property
     def bare_env_steps_per_s(self) -> float | None:
@@ -139,22 +142,42 @@ class Result:
         return (sum(self.sf_fps) / len(self.sf_fps)) / self.bare_env_steps_per_s
 
     @property
+    def share_of_ceiling(self) -> float | None:
+        """sf's mean FPS over the mean all-core ceiling: how close the run comes to the machine's simulator rate."""
+        if not self.sf_fps or not self.ceiling_fps:
+            return None
+        return (sum(self.sf_fps) / len(self.sf_fps)) / (sum(self.ceiling_fps) / len(self.ceiling_fps))
+
+    @property
     def ratio(self) -> float | None:
         if not self.sf_fps or not self.sample_factory_fps:
             return None
         return (sum(self.sf_fps) / len(self.sf_fps)) / (sum(self.sample_factory_fps) / len(self.sample_factory_fps))
 
 
-def run_training(python: str, suite: Suite, extra: list[str], cwd: Path) -> float:
-    """One training run in a fresh folder; returns the overall FPS it printed last."""
+def run_training(python: str, suite: Suite, extra: list[str], cwd: Path) -> tuple[float, dict]:
+    """One training run in a fresh folder; returns the overall FPS it printed last and its summary.json (empty
+    when it wrote none, as Sample Factory's runs)."""
     with tempfile.TemporaryDirectory(prefix="sf_benchmark_") as train_dir:
         cmd = [python, "-m", suite.module, *suite.flags, *extra, f"--train_dir={train_dir}", "--experiment=bench"]
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        summary_path = Path(train_dir) / "bench" / "summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     found = COLLECTED.findall(ANSI.sub("", proc.stdout + proc.stderr))
     if proc.returncode != 0 or not found:
         tail = (proc.stdout + proc.stderr)[-2000:]
         raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{tail}")
-    return float(found[-1])
+    return float(found[-1]), summary
+
+
+def all_cores_ceiling(suite: Suite, extra: list[str], seconds: float = CEILING_S) -> tuple[float, int]:
+    """Frames per second of the suite's envs stepped by every core (`sf.bench.ceiling`), and how many processes."""
+    from sf.bench.ceiling import measure_ceiling
+    from sf.bench.env_command import resolve
+
+    family, cfg = resolve([*suite.flags, *extra])
+    result = measure_ceiling(cfg, family, seconds)
+    return result.fps, result.processes
 
 
 def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
@@ -181,15 +204,24 @@ def run_suite(args: argparse.Namespace) -> int:
     sf_cwd = Path(args.sample_factory_cwd or tempfile.gettempdir())
     for i in range(args.repeats):
         result.bare_env_rates.append(bare_env_rate(suite))
-        print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s on one core", flush=True)
-        result.sf_fps.append(run_training(sys.executable, suite, args.extra, repo))
+        print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s in one loop on one core", flush=True)
+        ceiling, processes = all_cores_ceiling(suite, args.extra)
+        result.ceiling_fps.append(ceiling)
+        print(f"run {i}: ceiling {ceiling:.0f} frames/s, the suite's envs stepped by {processes} processes", flush=True)
+        fps, summary = run_training(sys.executable, suite, args.extra, repo)
+        result.sf_fps.append(fps)
+        result.precision = summary.get("precision") or result.precision
         print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
         if args.sample_factory:
-            result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd))
+            result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd)[0])
             print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
     if result.ratio is not None:
         print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")
-    print(f"sf FPS / bare env steps per second: {result.share_of_bare_env:.1%}")
+    from sf.bench.table import describe_precision
+
+    print(f"sf precision: {describe_precision(result.precision)}")
+    print(f"sf FPS / bare env steps per second in one loop: {result.share_of_bare_env:.1%}")
+    print(f"sf FPS / ceiling (every core stepping the envs): {result.share_of_ceiling:.1%}")
     if args.out:
         Path(args.out).write_text(
             json.dumps(
@@ -198,6 +230,7 @@ def run_suite(args: argparse.Namespace) -> int:
                     "ratio": result.ratio,
                     "bare_env_steps_per_s": result.bare_env_steps_per_s,
                     "share_of_bare_env": result.share_of_bare_env,
+                    "share_of_ceiling": result.share_of_ceiling,
                 },
                 indent=2,
             )

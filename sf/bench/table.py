@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from sf.bench.env_mode import CEILINGS, PHASE_TITLES, EnvBenchmark
+from sf.model.precision import NAMES
 
 HEADER = ("phase", "FPS", "whole run", "of ceiling", "verdict")
 
@@ -48,7 +49,18 @@ def format_table(bench: EnvBenchmark) -> str:
         f"{layout['worker_num_splits']} splits, {_inference(layout)}, "
         f"device {bench.device}, {bench.cpus} CPUs (load {bench.load_avg_start:.1f} at start)"
     )
-    return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:]])
+    notes = [
+        f"ceiling: the layout's envs stepped by {bench.ceiling_processes} processes (every core), nothing else",
+        f"precision: {describe_precision(bench.precision)}",
+    ]
+    return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:], *notes])
+
+
+def describe_precision(precision: dict | None) -> str:
+    """One line for a `PrecisionChoice` read back from JSON: "float32 (auto; no AMX; ...)"."""
+    if not precision:
+        return "unknown (the runs wrote no config)"
+    return f"{NAMES.get(precision['used'], precision['used'])} ({precision['reason']})"
 
 
 def write_json(bench: EnvBenchmark, path: Path) -> Path:

@@ -215,6 +215,13 @@ def _placement_flags(g: _Group) -> None:
         "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
         "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise",
     )
+    g.boolean(
+        "mlp_inference_kernel",
+        True,
+        "on the CPU, run the inference step of an MLP policy over one vector observation without a recurrent core "
+        "(classic control, MuJoCo) as one numba kernel instead of some forty torch operators; other models always "
+        "use torch",
+    )
     g.integer(
         "max_policy_lag",
         1000,
@@ -370,8 +377,9 @@ def _model_flags(g: _Group) -> None:
         ("auto", "fp32", "bf16"),
         "auto",
         "arithmetic of the image encoder: bf16 runs its convolutions and fully connected layers in bfloat16 "
-        "(weights, recurrent core, heads and losses stay float32); auto is bf16 on CPUs with AMX tiles, where it "
-        "halves the encoder's cost, and fp32 elsewhere",
+        "(weights, recurrent core, heads and losses stay float32), about twice as fast on CPUs with AMX tiles and "
+        "slower elsewhere; auto is fp32 on every machine until learning in bfloat16 is shown to match float32. "
+        "A resumed run keeps the precision it started with unless this flag is given",
     )
     g.choice(
         "policy_initialization",

@@ -39,7 +39,7 @@ from sf.profiling.activity import activity_of
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.orphans import named_semaphores
 from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.setup import EnvInfo, build_model
+from sf.runtime.setup import EnvInfo, build_model, precision_choice
 from sf.runtime.supervisor import Supervisor
 from sf.utils.roles import (
     RUNNER,
@@ -137,6 +137,8 @@ class NodeAgent:
         for w in spec.workers:
             self.queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
         self.policy_of = {batcher_name(p): p for p in range(cfg.num_policies)}
+        device = resolve_device(cfg)
+        log.info("%s: precision %s", spec.name, precision_choice(cfg, env_info, device).describe())
         shared = dict(
             cfg=cfg,
             env_info=env_info,
@@ -144,7 +146,7 @@ class NodeAgent:
             stores=self.stores,
             queues=self.queues,
             stop_event=self.stop_event,
-            device=resolve_device(cfg),
+            device=device,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
         )

@@ -52,7 +52,7 @@ CHECKPOINT_FLAGS = (
     "optimizer",
 )
 RESOLVED_AT_START = ("inference_placement", "precision")  # "auto" in a new config, made concrete in config.json
-NOT_COMPARED = ("cli_args", "restart_behavior", "wandb_unique_id")
+NOT_COMPARED = ("cli_args", "restart_behavior", "wandb_unique_id", "precision_in_use")
 
 
 @dataclass

@@ -123,6 +123,7 @@ class RolloutWorker(Component):
             for key, value in obs.items():
                 obs_np[key][slot, 0] = value
             rnn_np[slot, 0] = 0.0
+            self._clear_step_flags(slot)
             self.buffers.np["traj_time"][slot, 0] = time.monotonic()
             self.ready[self.split_of[i]].append(i)
 
@@ -199,15 +200,12 @@ class RolloutWorker(Component):
                 rewards_np[s, step] = reward
                 ep_return[i] += reward
                 ep_len[i] += 1
-                if terminated or truncated:
+                if terminated or truncated:  # a slot's dones and time-outs are zeroed when the env takes it
                     dones_np[s, step] = 1.0
                     time_outs_np[s, step] = float(truncated and not terminated)
                     self._episode_done(i, info)
                     obs = resets[k]
                     rnn_np[s, step + 1] = 0.0
-                else:
-                    dones_np[s, step] = 0.0
-                    time_outs_np[s, step] = 0.0
                 for key, value in obs.items():
                     obs_np[key][s, step + 1] = value
                 t[i] = step + 1
@@ -304,6 +302,7 @@ class RolloutWorker(Component):
         for arr in b.obs_np.values():
             arr[new, 0] = arr[old, T]
         b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        self._clear_step_flags(new)
         b.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
@@ -312,6 +311,11 @@ class RolloutWorker(Component):
         self.episode_ended[i] = False
         self.slot[i] = new
         self.t[i] = 0
+
+    def _clear_step_flags(self, slot: int) -> None:
+        """A slot starts with no episode end: the step loop then writes dones and time-outs only when one ends."""
+        self.buffers.np["dones"][slot] = 0.0
+        self.buffers.np["time_outs"][slot] = 0.0
 
     def _quota(self, i: int) -> int:
         """Synchronous mode: how many trajectories env i collects for the current policy version.

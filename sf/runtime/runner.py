@@ -204,6 +204,7 @@ class Runner(Component):
         return {
             **self.progress.summary(time.monotonic()),
             **self.staleness.summary(),
+            "precision": getattr(self.cfg, "precision_in_use", None),  # what the image encoder ran in, and why
             **(
                 {"node_restarts": self.node_restarts, "frames_lost": self.frames_lost}
                 if self.cfg.backend == "ray"

@@ -11,6 +11,7 @@ from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
 from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
+from sf.model.precision import PrecisionChoice, choose_precision
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
 from sf.utils.errors import ConfigError
 
@@ -69,3 +70,12 @@ def resolve_inference_placement(cfg, device: str, model) -> str:
 
 def build_buffers(cfg, env_info: EnvInfo, rnn_state_size: int, shared: bool) -> TrajectoryBuffers:
     return TrajectoryBuffers(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_state_size), shared=shared)
+
+
+def has_image_encoder(env_info: EnvInfo) -> bool:
+    return any(len(shape) == 3 for shape, _ in env_info.obs_spec.values())
+
+
+def precision_choice(cfg, env_info: EnvInfo, device: str) -> PrecisionChoice:
+    """What `cfg.precision` (the request, which travels to every process and node) resolves to on this machine."""
+    return choose_precision(cfg.precision, device, has_image_encoder(env_info))
