@@ -35,6 +35,7 @@ class ComponentActivity:
     run_delay_s: float | None = None  # seconds the process was runnable but waited for a core
     cores: int | None = None
     steady: bool = False  # True: a steady-state window; False: the whole lifetime
+    wall_s: float | None = None  # wall seconds the span covers (the runner's clock), which CPU seconds divide
 
     def share(self, seconds: float) -> float:
         return seconds / self.lifetime_s if self.lifetime_s > 0 else 0.0
@@ -49,6 +50,7 @@ class Experiment:
     series: dict[str, list[Snapshot]] = field(default_factory=dict)
     frames: int = 0  # frames in the window the activity covers
     fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
+    span: tuple[float, float] | None = None  # the window on the runner's clock (seconds since start), if steady
 
 
 def role_of(name: str) -> str:
@@ -117,15 +119,13 @@ def load_experiment(path: str | Path) -> Experiment:
     use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != "Runner")
     components = []
     frame_rates = []
+    edges = []
     for name, entry in profile.items():
         window = windows.get(name) if use_windows else None
         if window is not None:
             a, b = window
-            clock = {}
-            if a.cpu_s is not None and b.cpu_s is not None:
-                clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": b.run_delay_s - a.run_delay_s, "cores": b.cores}
-            span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
-            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), span, True, **clock))
+            components.append(window_activity(name, entry["pid"], a, b))
+            edges += [a.t, b.t]
             if b.t > a.t:
                 frame_rates.append(((b.frames - a.frames), b.t - a.t))
         else:
@@ -136,7 +136,20 @@ def load_experiment(path: str | Path) -> Experiment:
     else:
         frames = sum(int(v) for v in summary.get("env_frames", {}).values())
         fps = summary.get("fps_steady") or summary.get("fps") or 0.0
-    return Experiment(path, components, summary, config, series, frames, fps)
+    span = (min(edges), max(edges)) if edges else None
+    return Experiment(path, components, summary, config, series, frames, fps, span)
+
+
+def window_activity(name: str, pid: int, a: Snapshot, b: Snapshot) -> ComponentActivity:
+    """What a component did between two of its snapshots. The shares divide by its loop's own clock over the span;
+    the CPU seconds by the wall clock (a loop that started late or stalled has lived less than the span, its
+    process has not)."""
+    clock = {}
+    if a.cpu_s is not None and b.cpu_s is not None:
+        delay = b.run_delay_s - a.run_delay_s if a.run_delay_s is not None and b.run_delay_s is not None else None
+        clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": delay, "cores": b.cores}
+    span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
+    return _activity(name, pid, subtract_trees(b.tree, a.tree), span, True, wall_s=b.t - a.t, **clock)
 
 
 def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
@@ -145,7 +158,8 @@ def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
     cpu = None
     if resources.get("cpu_user_s") is not None:
         cpu = resources["cpu_user_s"] + resources.get("cpu_system_s", 0.0)
-    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu)
+    wall = resources.get("wall_s") or lifetime
+    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu, wall_s=wall)
 
 
 def _read_json(path: Path) -> dict:

@@ -1,0 +1,94 @@
+"""Numbers a user can trust: what a run's data claims that a machine cannot have, and components that did not run.
+
+The report, `sf.profile top` and the progress line show these warnings next to the verdict instead of silently
+showing a share above 100 % or more cores than the machine has. The model (`bottleneck.process_loads`) clips such
+values; this module says that it did, and why the data was off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sf.profiling.run_data import Experiment
+
+INIT_KEYS = frozenset({"init", "init_envs"})  # set-up a component times before its loop serves anyone
+WORKING_ROLES = ("RolloutWorker", "InferenceWorker", "Learner")  # a run needs each of these to work
+SLACK = 1.05  # clocks read at slightly different moments: 5 % over is rounding, not an error
+MIN_LOOP_SHARE = 0.5  # a loop that lived less than half of the window's wall time started late or stalled
+
+
+@dataclass
+class Finding:
+    component: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.component}: {self.message}"
+
+
+def _work_keys(tree: dict) -> dict[str, float]:
+    return {k: v["time"] for k, v in tree.items() if not k.startswith("wait_") and k != "loop_overhead"}
+
+
+def check(experiment: Experiment) -> list[Finding]:
+    findings = []
+    frames = experiment.frames or sum(int(v) for v in (experiment.summary.get("env_frames") or {}).values())
+    for c in experiment.components:
+        if c.role == "Runner":
+            continue
+        work = _work_keys(c.tree)
+        served = {k: s for k, s in work.items() if k not in INIT_KEYS and s > 0}
+        if c.role in WORKING_ROLES and not served and frames > 0:
+            held = ", ".join(sorted(work)) or "nothing"
+            findings.append(
+                Finding(
+                    c.name,
+                    f"did no work (its tree holds only {held}; its loop lived {c.lifetime_s:.3g} s): it did not run, "
+                    "and every figure below counts without it",
+                )
+            )
+        elif c.wall_s and c.lifetime_s < MIN_LOOP_SHARE * c.wall_s:
+            findings.append(
+                Finding(
+                    c.name,
+                    f"its loop lived {c.lifetime_s:.3g} s of {c.wall_s:.3g} s: it started late or stalled, its shares "
+                    "cover only that time",
+                )
+            )
+        total = c.work_s + c.wait_s + c.overhead_s
+        if c.lifetime_s > 0 and total > SLACK * c.lifetime_s:
+            findings.append(
+                Finding(
+                    c.name,
+                    f"inconsistent data: {total:.3g} s of work, waits and loop overhead in {c.lifetime_s:.3g} s of "
+                    "life; its shares are scaled down to 100 %",
+                )
+            )
+        if c.cpu_s is not None and c.cores and (c.wall_s or c.lifetime_s) > 0:
+            used = c.cpu_s / (c.wall_s or c.lifetime_s)
+            if used > SLACK * c.cores:
+                findings.append(
+                    Finding(
+                        c.name,
+                        f"inconsistent data: {used:.3g} cores over the window on a {c.cores}-core machine; shown as "
+                        f"{c.cores}",
+                    )
+                )
+    return _one_per_process(findings, experiment)
+
+
+def _one_per_process(findings: list[Finding], experiment: Experiment) -> list[Finding]:
+    """Components of one process share its CPU figure: say an inconsistent one once."""
+    pid_of = {c.name: c.pid for c in experiment.components}
+    seen, out = set(), []
+    for f in findings:
+        key = (pid_of.get(f.component), f.message) if "cores over the window" in f.message else (f.component, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def clip_share(value: float) -> float:
+    """A share of one component's time as shown: never below 0 or above 100 %."""
+    return min(1.0, max(0.0, value))
