@@ -232,7 +232,7 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
                     b.value if b else None,
                     float("inf") if a is None else -1.0,
                     0.0,
-                    present.share >= MIN_SHARE,
+                    present.share >= MIN_SHARE and not _is_wait(key[0]),  # a wait only one run has is still a wait
                 )
             )
             continue
