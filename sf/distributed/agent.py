@@ -36,6 +36,7 @@ from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.names import (
@@ -215,11 +216,7 @@ class NodeAgent:
         chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
             [time.monotonic(), WATCH_S, self._watch],
-            [
-                time.monotonic() + cfg.experiment_summaries_interval,
-                cfg.experiment_summaries_interval,
-                lambda: self._share_tree("timing"),
-            ],
+            [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree("timing")],
         ]
         while not self._stopped():
             self._take_requests()

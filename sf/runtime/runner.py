@@ -11,9 +11,12 @@ import logging
 import time
 from collections import deque
 
-from sf.profiling import resources, staleness, timeline
+from sf.cfg.arguments import cfg_to_dict
+from sf.profiling import resources, staleness, tb_layout, timeline
 from sf.profiling.activity import activity_level, activity_of
-from sf.profiling.series import SERIES_FILE, append_snapshot
+from sf.profiling.live_feed import LIVE_INTERVAL_S
+from sf.profiling.live_status import LiveStatus
+from sf.profiling.series import SERIES_FILE, append_snapshot, snapshot_record
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.names import RUNNER, learner_name, profile_order
@@ -62,6 +65,9 @@ class Runner(Component):
         self.node_stats: dict[str, dict] = {}  # node agent -> what it sent and received
         self.node_restarts = 0
         self.frames_lost = 0
+        self.live = LiveStatus(experiment.dir, cfg_to_dict(cfg))  # profile_live.jsonl and the progress verdict
+        self.series_marks: dict[str, float] = {}  # component -> when its last snapshot went into the series
+        self.shares = tb_layout.ShareScalars()
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "staleness": self._on_staleness,
@@ -75,6 +81,7 @@ class Runner(Component):
 
     def on_start(self) -> None:
         self.fps_window.append((self.start_time, 0))
+        self.experiment.writer(0).add_custom_scalars(tb_layout.layout())
         self.loop.every(REPORT_EVERY_S, self.report, owner=self)
         if not (self.cfg.benchmark or self.cfg.sampling_only):
             self.loop.every(self.cfg.save_every_sec, self._request_save, owner=self)
@@ -130,12 +137,19 @@ class Runner(Component):
         self.num_episodes[policy_id] += len(episodes)
 
     def on_profile(
-        self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None, final: bool = True
+        self,
+        name: str,
+        pid: int,
+        tree: dict,
+        res: dict | None = None,
+        activity: dict | None = None,
+        final: bool = True,
+        series: bool = True,
     ) -> None:
         """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot).
 
-        Every one is also appended to `profile_series.jsonl` with the time and frame count it arrived at, so a report
-        can take a steady-state window and `--compare` can tell a change from interval-to-interval noise.
+        Each one goes to the live feed; with `series`, also to `profile_series.jsonl` with the time and frame count it
+        arrived at, so a report can take a steady-state window and `--compare` can tell a change from noise.
         """
         entry = {"name": name, "pid": pid, "tree": tree}
         if name in self.nodes:
@@ -147,21 +161,28 @@ class Runner(Component):
         if activity is not None:
             entry["activity"] = activity
         self.profiles[name] = entry
-        append_snapshot(
-            self.experiment.dir / SERIES_FILE,
-            time.monotonic() - self.start_time,
-            sum(self.session_frames().values()),
-            entry,
-            final,
-        )
+        record = snapshot_record(time.monotonic() - self.start_time, sum(self.session_frames().values()), entry, final)
+        self.live.snapshot(record)
+        if series or final:
+            append_snapshot(self.experiment.dir / SERIES_FILE, record)
 
     def _on_timing(
         self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None
     ) -> None:
-        """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
+        """A periodic snapshot: keep it for the exit report and the live feed; every --experiment_summaries_interval
+        also in the series, with its top-level keys, shares and CPU % in TensorBoard."""
         with self.timing.add_time("timing_scalars"):
-            self.on_profile(name, pid, tree, res, activity, final=False)
-            self._write_timing(name, activity_level(tree), res)
+            now = time.monotonic()
+            due = (
+                now - self.series_marks.get(name, -1e9) >= self.cfg.experiment_summaries_interval - LIVE_INTERVAL_S / 2
+            )
+            self.on_profile(name, pid, tree, res, activity, final=False, series=due)
+            if due:
+                self.series_marks[name] = now
+                level = activity_level(tree)
+                self._write_timing(name, level, res)
+                lifetime = (activity or {}).get("lifetime_s")
+                self.experiment.write_scalars(0, self.total_frames(), self.shares.scalars(name, level, lifetime))
 
     def _own_timing(self) -> None:
         with self.timing.add_time("timing_scalars"):
@@ -257,13 +278,15 @@ class Runner(Component):
         fps = [self.fps_over(s, now, frames) for s in (10, 60, 300)]
         lag = [self.last_stats[p].get("policy_lag", float("nan")) for p in self.env_steps]
         rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
+        bound = self.live.progress(self._progress_record(now, frames, fps, lag))
         log.info(
             "Fps is (10 sec: %.1f, 60 sec: %.1f, 300 sec: %.1f). Total num frames: %d. Avg episode reward: %s. "
-            "Policy lag: %s",
+            "Policy lag: %s%s",
             *fps,
             self.total_frames(),
             rewards,
             [round(x, 2) for x in lag],
+            bound,
         )
         for p in self.env_steps:
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": rewards[p]}
@@ -277,6 +300,22 @@ class Runner(Component):
             self.recent_ages[p], self.recent_lags[p] = {}, {}
             self.experiment.write_scalars(p, self.env_steps[p], scalars)
         self.experiment.flush_scalars()
+
+    def _progress_record(self, now: float, frames: int, fps: list[float], lag: list[float]) -> dict:
+        """What the progress line says, as numbers for the live feed (policy 0's lag; ages over every policy)."""
+        ages: dict[int, int] = {}
+        for p in self.env_steps:
+            staleness.add_counts(ages, self.recent_ages[p])
+        return {
+            "t": now - self.start_time,
+            "frames": frames,
+            "fps_10s": fps[0] if fps[0] == fps[0] else None,
+            "fps_60s": fps[1] if fps[1] == fps[1] else None,
+            "policy_lag": lag[0] if lag and lag[0] == lag[0] else None,
+            "policy_lag_max": self.last_stats[0].get("policy_lag_max") if self.last_stats.get(0) else None,
+            "trajectory_age_p50_s": staleness.age_quantile(ages, 0.5),
+            "trajectory_age_p95_s": staleness.age_quantile(ages, 0.95),
+        }
 
     def summary(self) -> dict:
         wall = time.monotonic() - self.start_time

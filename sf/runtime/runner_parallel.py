@@ -35,6 +35,7 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.event_loop import EventLoop, StopLoop
@@ -305,7 +306,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints, cfg.save_milestones_sec)
         loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
-    loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
+    loop.every(snapshot_interval(cfg), lambda: _share_timings(loop, queues[RUNNER]))
     return loop
 
 
