@@ -1,4 +1,7 @@
-"""`python -m sf.profile report <experiment_dir> [--compare <dir>] [--json]` and
+"""The profiling commands:
+
+`python -m sf.profile report <experiment_dir> [--compare <dir>] [--json]`,
+`python -m sf.profile top <experiment_dir> [--once] [--replay]`,
 `python -m sf.profile breakdown -- <training flags>`."""
 
 from __future__ import annotations
@@ -38,13 +41,18 @@ def _report(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("report", "breakdown"):
+    if not argv or argv[0] not in ("report", "top", "breakdown"):
         print(
             "usage: python -m sf.profile report <experiment_dir> [--compare <dir>] [--json] | "
+            "python -m sf.profile top <experiment_dir> [--once] [--replay] | "
             "python -m sf.profile breakdown -- <training flags>",
             file=sys.stderr,
         )
         return 2
+    if argv[0] == "top":
+        from sf.profiling.top import main as top_main
+
+        return top_main(argv[1:])
     if argv[0] == "breakdown":
         from sf.profiling.breakdown import main as breakdown_main
 

@@ -9,11 +9,13 @@ import base64
 import html
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sf.profiling.activity import WAIT_PREFIX
-from sf.profiling.bottleneck import Verdict, assess
+from sf.profiling.advice import Move, advise
+from sf.profiling.bottleneck import Verdict
+from sf.profiling.consistency import check, clip_share
 from sf.profiling.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 
 TOP_HOTSPOTS = 5
@@ -46,6 +48,16 @@ class ComponentRow:
     overhead: float
     waits: dict[str, float]  # wait key -> share
     hotspots: list[tuple[str, float]]  # (path, share of lifetime)
+    pid: int = 0
+    cpu: float | None = None  # cores its process used over the window (never more than the machine has)
+
+
+@dataclass
+class FpsFigure:
+    """One frame rate and the window it covers: a run has several, and each is named wherever it is shown."""
+
+    fps: float
+    window: str
 
 
 @dataclass
@@ -65,6 +77,10 @@ class Report:
     components: list[ComponentRow]
     waits: list[WaitLine]
     verdict: Verdict
+    headline: str = ""  # `simulation-bound 92 %`, as the progress line and `sf.profile top` say it
+    fps_figures: list[FpsFigure] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return finite_json(asdict(self))
@@ -98,15 +114,21 @@ def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple
 
 
 def component_row(c: ComponentActivity) -> ComponentRow:
+    """Shares as shown: clipped to 0-100 % (`consistency.check` says when the data claimed more)."""
+    cpu = None
+    if c.cpu_s is not None and (c.wall_s or c.lifetime_s) > 0:
+        cpu = min(c.cpu_s / (c.wall_s or c.lifetime_s), float(c.cores or math.inf))
     return ComponentRow(
         c.name,
         c.role,
         c.lifetime_s,
-        c.share(c.work_s),
-        c.share(c.wait_s),
-        c.share(c.overhead_s),
-        {k: c.share(v) for k, v in c.waits.items()},
-        hotspots(c.tree, c.lifetime_s),
+        clip_share(c.share(c.work_s)),
+        clip_share(c.share(c.wait_s)),
+        clip_share(c.share(c.overhead_s)),
+        {k: clip_share(c.share(v)) for k, v in c.waits.items()},
+        [(path, clip_share(share)) for path, share in hotspots(c.tree, c.lifetime_s)],
+        c.pid,
+        cpu,
     )
 
 
@@ -133,22 +155,58 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
     return lines
 
 
+def fps_figures(experiment: Experiment, steady: bool) -> list[FpsFigure]:
+    """The report's FPS first, then the run's other two, each with its window."""
+    summary = experiment.summary
+    if steady and experiment.span:
+        first, last = experiment.span
+        own = f"this report: {first:.1f} s to {last:.1f} s of the run, between periodic snapshots"
+    else:
+        own = "this report: the whole run (no steady window in the series)"
+    figures = [FpsFigure(experiment.fps, own)]
+    if summary.get("fps_steady"):
+        figures.append(
+            FpsFigure(summary["fps_steady"], "from the first trained batch to the end (summary.json fps_steady)")
+        )
+    if summary.get("fps"):
+        figures.append(
+            FpsFigure(summary["fps"], "the whole session, start-up included (summary.json fps; the Collected line)")
+        )
+    return figures
+
+
 def build_report(experiment: Experiment) -> Report:
     steady = all(c.steady for c in experiment.components if c.role != "Runner")
     window = "steady state (start-up and shutdown left out)" if steady else "whole lifetime"
+    if steady and experiment.span:
+        window = (
+            f"steady state, {experiment.span[0]:.1f} s to {experiment.span[1]:.1f} s (start-up and shutdown left out)"
+        )
     components = sorted(experiment.components, key=lambda c: (c.role == "Runner", c.role, c.name))
+    advice = advise(experiment)
     return Report(
         str(experiment.path),
         window,
         experiment.fps,
         [component_row(c) for c in components],
         wait_lines(experiment.components),
-        assess(experiment),
+        advice.verdict,
+        advice.headline(),
+        fps_figures(experiment, steady),
+        advice.moves,
+        [f.line() for f in check(experiment)],
     )
 
 
 def format_text(report: Report) -> str:
-    lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s", ""]
+    lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s"]
+    if len(report.fps_figures) > 1:
+        lines.append("FPS by window (a run has several; each is named where it is shown):")
+        lines += [f"  {f.fps:>10,.0f}  {f.window}" for f in report.fps_figures]
+    if report.warnings:
+        lines.append("warnings:")
+        lines += [f"  ! {w}" for w in report.warnings]
+    lines.append("")
     lines.append(
         f"{'component':<24} {'lifetime':>9} {'work':>6} {'wait':>6} {'loop':>6}  top hotspots (share of lifetime)"
     )
@@ -163,13 +221,17 @@ def format_text(report: Report) -> str:
         who = f"{w.role} (x{w.count})" if w.count > 1 else w.role
         lines.append(f"  {who} idle {w.idle:.0%}, waiting for {w.waiting_for} ({w.key})")
     v = report.verdict
-    lines += ["", f"verdict: {v.kind}-bound", f"  rate limited by: {v.limiting}"]
+    lines += ["", f"verdict: {v.kind}-bound", f"  in a few words: {report.headline}"]
+    lines.append(f"  rate limited by: {v.explanation or v.limiting}")
     lines += [f"  {e}" for e in v.evidence]
     lines.append("  what if:")
     for w in v.what_if:
         lines.append(
             f"    if {w.kind} were {w.speedup:g}x faster: about {w.fps_gain:+.0%} FPS (then limited by {w.limit})"
         )
+    if report.moves:
+        lines.append("  advice (layout moves the model can price; estimates, not promises):")
+        lines += [f"    {m.line()}" for m in report.moves]
     return "\n".join(lines)
 
 
