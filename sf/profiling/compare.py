@@ -281,13 +281,17 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
 
 
 def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
-    """Diff `run_dir` against `baseline_dir`; write profiling/compare.png in `run_dir`; return what to print."""
+    """Diff `run_dir` against `baseline_dir`; write profiling/compare.html and compare.png in `run_dir`; return what
+    to print."""
     from sf.profiling import charts
+    from sf.profiling.report_html import write_compare_page
 
-    comparison = compare(load_experiment(baseline_dir), load_experiment(run_dir))
+    baseline, run = load_experiment(baseline_dir), load_experiment(run_dir)
+    comparison = compare(baseline, run)
     out = Path(run_dir) / "profiling"
     out.mkdir(exist_ok=True)
     charts.diff_bars(comparison, out / "compare.png")
+    write_compare_page(comparison, run, baseline, out / "compare.html")
     if as_json:
         from sf.profiling.report import finite_json
 

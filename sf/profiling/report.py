@@ -5,8 +5,6 @@ The text, `--json` and `profiling/report.html` all render the same `Report`.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -235,33 +233,16 @@ def format_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
-    """A single self-contained page: the text report and every chart inline as base64 PNG."""
-    images = "".join(
-        f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png.read_bytes()).decode()}"/>'
-        for title, png in charts.items()
-    )
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>sf profile report</title></head><body>"
-        f"<h1>verdict: {html.escape(report.verdict.kind)}-bound</h1><pre>{html.escape(format_text(report))}</pre>"
-        f"{images}</body></html>"
-    )
-    path.write_text(page)
-    return path
-
-
 def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
-    """Build the report, write the charts and report.html into profiling/, return what to print."""
+    """Build the report, write report.html (and the charts as PNG files) into profiling/, return what to print."""
     from sf.profiling import charts
+    from sf.profiling.report_html import write_report_page
 
     experiment = load_experiment(experiment_dir)
     report = build_report(experiment)
     out = Path(experiment_dir) / "profiling"
     out.mkdir(exist_ok=True)
-    pngs = {
-        "Work, wait and loop overhead per component": charts.activity_bars(report, out / "report_activity.png"),
-        "Top hotspots": charts.hotspot_bars(report, out / "report_hotspots.png"),
-    }
-    write_html(report, pngs, out / "report.html")
+    charts.activity_bars(report, out / "report_activity.png")
+    charts.hotspot_bars(report, out / "report_hotspots.png")
+    write_report_page(report, experiment, out / "report.html")
     return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)
