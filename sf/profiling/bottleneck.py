@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
-from sf.profiling.run_data import ComponentActivity, Experiment
+from sf.profiling.run_data import INIT_KEYS, ComponentActivity, Experiment, did_not_run
 
 KINDS = ("simulation", "inference", "learner", "batcher", "communication")
 COMMUNICATION_KEYS = {
@@ -116,8 +116,10 @@ def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> di
 
     def walk(tree: dict, kind: str | None) -> None:
         for key, node in tree.items():
-            if kind is None and (key.startswith(WAIT_PREFIX) or (key == LOOP_OVERHEAD and not loop_overhead)):
-                continue
+            if kind is None and (
+                key.startswith(WAIT_PREFIX) or key in INIT_KEYS or (key == LOOP_OVERHEAD and not loop_overhead)
+            ):
+                continue  # waits, one-off set-up, a shared loop's overhead counted elsewhere
             node_kind = kind
             if key in COMMUNICATION_KEYS:
                 node_kind = "communication"
@@ -142,7 +144,12 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
     for c in experiment.components:
         by_pid.setdefault(c.pid, []).append(c)
     groups: dict[str, list[tuple[dict[str, float], float | None, float]]] = {}
-    for members in by_pid.values():
+    # a process whose components never ran took no part in the frames (consistency.check names it); unless none ran
+    working = {pid for pid, members in by_pid.items() if any(c.role != "Runner" for c in members)}
+    idle = {pid for pid in working if all(did_not_run(c) for c in by_pid[pid] if c.role != "Runner")}
+    for pid, members in by_pid.items():
+        if pid in idle and idle != working:
+            continue
         hosted = [c for c in members if c.role != "Runner"] or members
         lifetime = max(c.lifetime_s for c in hosted)
         if lifetime <= 0:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sf.profiling.run_data import Experiment
+from sf.profiling.run_data import Experiment, did_not_run
 
-INIT_KEYS = frozenset({"init", "init_envs"})  # set-up a component times before its loop serves anyone
-WORKING_ROLES = ("RolloutWorker", "InferenceWorker", "Learner")  # a run needs each of these to work
 SLACK = 1.05  # clocks read at slightly different moments: 5 % over is rounding, not an error
 MIN_LOOP_SHARE = 0.5  # a loop that lived less than half of the window's wall time started late or stalled
 
@@ -36,15 +34,13 @@ def check(experiment: Experiment) -> list[Finding]:
     for c in experiment.components:
         if c.role == "Runner":
             continue
-        work = _work_keys(c.tree)
-        served = {k: s for k, s in work.items() if k not in INIT_KEYS and s > 0}
-        if c.role in WORKING_ROLES and not served and frames > 0:
-            held = ", ".join(sorted(work)) or "nothing"
+        if did_not_run(c) and frames > 0:
+            held = ", ".join(sorted(_work_keys(c.tree))) or "nothing"
             findings.append(
                 Finding(
                     c.name,
                     f"did no work (its tree holds only {held}; its loop lived {c.lifetime_s:.3g} s): it did not run, "
-                    "and every figure below counts without it",
+                    "and the verdict counts without it",
                 )
             )
         elif c.wall_s and c.lifetime_s < MIN_LOOP_SHARE * c.wall_s:

@@ -18,6 +18,8 @@ from sf.profiling.series import Snapshot, read_series
 
 UNATTRIBUTED = "wait_unattributed"
 ROLES = ("RolloutWorker", "InferenceWorker", "Learner", "Batcher", "Runner", "NodeAgent")
+INIT_KEYS = frozenset({"init", "init_envs"})  # set-up a component times before its loop serves anyone
+WORKING_ROLES = ("RolloutWorker", "InferenceWorker", "Learner")  # a run needs each of these to work
 
 
 @dataclass
@@ -51,6 +53,18 @@ class Experiment:
     frames: int = 0  # frames in the window the activity covers
     fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
     span: tuple[float, float] | None = None  # the window on the runner's clock (seconds since start), if steady
+
+
+def did_not_run(c: ComponentActivity) -> bool:
+    """A rollout worker, inference worker or learner whose tree holds no work but its set-up (a worker that never
+    stepped an env, as a profiler's start-up can leave one): it took no part in the frames counted."""
+    if c.role not in WORKING_ROLES:
+        return False
+    return not any(
+        node["time"] > 0
+        for key, node in c.tree.items()
+        if key not in INIT_KEYS and not key.startswith(WAIT_PREFIX) and key != LOOP_OVERHEAD
+    )
 
 
 def role_of(name: str) -> str:
@@ -116,6 +130,7 @@ def load_experiment(path: str | Path) -> Experiment:
     config = _read_json(path / "config.json")
     series = read_series(path)
     windows = {name: steady_window(snaps) for name, snaps in series.items()}
+    cores = next((snaps[-1].cores for snaps in series.values() if snaps), None)  # of the machine the run ran on
     use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != "Runner")
     components = []
     frame_rates = []
@@ -129,7 +144,7 @@ def load_experiment(path: str | Path) -> Experiment:
             if b.t > a.t:
                 frame_rates.append(((b.frames - a.frames), b.t - a.t))
         else:
-            components.append(_whole_life(name, entry, summary))
+            components.append(_whole_life(name, entry, summary, cores))
     if frame_rates:
         frames = max(f for f, _ in frame_rates)
         fps = sum(f for f, _ in frame_rates) / sum(t for _, t in frame_rates)
@@ -152,14 +167,14 @@ def window_activity(name: str, pid: int, a: Snapshot, b: Snapshot) -> ComponentA
     return _activity(name, pid, subtract_trees(b.tree, a.tree), span, True, wall_s=b.t - a.t, **clock)
 
 
-def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
+def _whole_life(name: str, entry: dict, summary: dict, cores: int | None = None) -> ComponentActivity:
     activity, resources = entry.get("activity") or {}, entry.get("resources") or {}
     lifetime = activity.get("lifetime_s") or resources.get("wall_s") or summary.get("wall_time_s") or 0.0
     cpu = None
     if resources.get("cpu_user_s") is not None:
         cpu = resources["cpu_user_s"] + resources.get("cpu_system_s", 0.0)
     wall = resources.get("wall_s") or lifetime
-    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu, wall_s=wall)
+    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu, wall_s=wall, cores=cores)
 
 
 def _read_json(path: Path) -> dict:
