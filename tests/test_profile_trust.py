@@ -65,23 +65,38 @@ def test_cpu_seconds_over_a_loop_that_did_not_live_the_window_are_clipped_to_the
 
 
 def test_a_verdict_limited_by_the_cores_names_the_kind_that_uses_most_of_them():
-    """Inference 1.0 core, two rollout workers 0.6 each: 2.2 cores wanted of 2, more than any process is busy, so the
-    cores limit the rate; inference uses the most of them, and the verdict, headline and explanation all say so."""
+    """Two rollout workers at 0.4 cores each (simulation 0.64 of them), inference 0.9, the learner 0.14: 1.84 of 2
+    cores in use, a demand of 0.92 above any process's busy share (0.6), so the cores limit the rate; inference uses
+    the most of them, and the verdict, headline and explanation all say so."""
     rollout = {"env_step": node(0.8), "enqueue_policy_requests": node(0.2), "wait_actions": node(1.0)}
     components = [
-        activity("RolloutWorker_w0", "RolloutWorker", 1, 2.0, rollout, 1.2, 2.0),
-        activity("RolloutWorker_w1", "RolloutWorker", 2, 2.0, rollout, 1.2, 2.0),
-        activity("InferenceWorker_p0-w0", "InferenceWorker", 3, 2.0, {"one_step": node(1.2)}, 2.0, 2.0),
-        activity("Learner 0", "Learner", 4, 2.0, {"train": node(0.4), "wait_batch": node(1.6)}, 0.4, 2.0),
+        activity("RolloutWorker_w0", "RolloutWorker", 1, 2.0, rollout, 0.8, 2.0),
+        activity("RolloutWorker_w1", "RolloutWorker", 2, 2.0, rollout, 0.8, 2.0),
+        activity("InferenceWorker_p0-w0", "InferenceWorker", 3, 2.0, {"one_step": node(1.2)}, 1.8, 2.0),
+        activity("Learner 0", "Learner", 4, 2.0, {"train": node(0.4), "wait_batch": node(1.6)}, 0.28, 2.0),
     ]
     exp = Experiment(Path("."), components, {}, {}, frames=1000, fps=500.0)
     verdict = assess(exp)
     assert verdict.limiting == "all 2 cores"
     by_kind = cpu_by_kind(process_loads(exp))
-    assert verdict.kind == max(by_kind, key=by_kind.get) == "inference"
-    assert verdict.explanation.startswith("the machine's 2 cores (2.40 in use, 100%)")
-    assert "inference work uses the most of them (1.00 cores)" in verdict.explanation
-    assert advise(exp).headline() == "inference-bound, cores 100 %"
+    assert by_kind == pytest.approx({"simulation": 0.64, "communication": 0.16, "inference": 0.9, "learner": 0.14})
+    assert verdict.kind == "inference"
+    assert verdict.explanation.startswith("the machine's 2 cores (1.84 in use, 92%)")
+    assert "inference work uses the most of them (0.90 cores)" in verdict.explanation
+    assert advise(exp).headline() == "inference-bound, cores 92 %"
+    assert check(exp) == []
+
+
+def test_cores_the_processes_together_cannot_have_are_said_and_clipped():
+    busy = {"env_step": node(1.5), "wait_actions": node(0.5)}
+    components = [activity(f"RolloutWorker_w{i}", "RolloutWorker", i, 2.0, busy, 2.6, 2.0) for i in range(2)]
+    exp = Experiment(Path("."), components, {}, {}, frames=1000, fps=500.0)
+    assert [f.line() for f in check(exp)] == [
+        "all processes: inconsistent data: 2.60 cores in use on a 2-core machine (each process's CPU is read when "
+        "its snapshot arrives, and a busy machine delays some); counted as 2"
+    ]
+    evidence = assess(exp).evidence[-1]
+    assert evidence == "CPU: 2.00 of 2 cores in use (100%); 2.60 measured, more than the machine has"
 
 
 def test_a_verdict_limited_by_a_group_names_that_group_and_its_share_of_the_kind(tmp_path):

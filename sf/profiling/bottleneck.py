@@ -87,8 +87,9 @@ def explain(kind: str, limiting: str, loads: list[ProcessLoad], cores: int | Non
         by_kind = cpu_by_kind(loads)
         share = by_kind.get(kind, 0.0)
         return (
-            f"the machine's {cores} cores ({used:.2f} in use, {min(1.0, used / cores):.0%}): every process waits for a "
-            f"core, and {kind} work uses the most of them ({share:.2f} cores), so making it cheaper frees the most"
+            f"the machine's {cores} cores ({min(used, cores):.2f} in use, {min(1.0, used / cores):.0%}): every process "
+            f"waits for a core, and {kind} work uses the most of them ({share:.2f} cores), so making it cheaper frees "
+            "the most"
         )
     group = next((load for load in loads if load.label == limiting), None)
     if group is None:
@@ -245,7 +246,11 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     ]
     if cores and all(load.cpu is not None for load in loads):
         used = sum(load.count * load.cpu for load in loads)
-        evidence.append(f"CPU: {used:.2f} of {cores} cores in use ({used / cores:.0%})")
+        shown = min(used, float(cores))
+        evidence.append(
+            f"CPU: {shown:.2f} of {cores} cores in use ({shown / cores:.0%})"
+            + (f"; {used:.2f} measured, more than the machine has" if used > cores + 0.005 else "")
+        )
     return Verdict(kind, limiting, evidence, what_if, explain(kind, limiting, loads, cores))
 
 

@@ -7,6 +7,7 @@ values; this module says that it did, and why the data was off.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sf.profiling.run_data import Experiment, did_not_run
@@ -70,7 +71,28 @@ def check(experiment: Experiment) -> list[Finding]:
                         f"{c.cores}",
                     )
                 )
+    findings += _machine_total(experiment)
     return _one_per_process(findings, experiment)
+
+
+def _machine_total(experiment: Experiment) -> list[Finding]:
+    """The processes together cannot use more cores than the machine has; snapshots of different processes taken at
+    slightly different moments (on a loaded machine, late) can make them seem to."""
+    per_process = {}
+    for c in experiment.components:
+        if c.cpu_s is not None and (c.wall_s or c.lifetime_s) > 0:
+            per_process[c.pid] = (min(c.cpu_s / (c.wall_s or c.lifetime_s), float(c.cores or math.inf)), c.cores)
+    cores = next((n for _, n in per_process.values() if n), None)
+    used = sum(cpu for cpu, _ in per_process.values())
+    if not cores or used <= SLACK * cores:
+        return []
+    return [
+        Finding(
+            "all processes",
+            f"inconsistent data: {used:.2f} cores in use on a {cores}-core machine (each process's CPU is read when "
+            f"its snapshot arrives, and a busy machine delays some); counted as {cores}",
+        )
+    ]
 
 
 def _one_per_process(findings: list[Finding], experiment: Experiment) -> list[Finding]:
