@@ -195,6 +195,13 @@ def _label(name: str) -> str:
     return name
 
 
+def _group(label: str) -> str:
+    """A process group as the table names its members: `Inference+Rollout`."""
+    for long, short in (("InferenceWorker", "Inference"), ("RolloutWorker", "Rollout"), (" + ", "+")):
+        label = label.replace(long, short)
+    return label
+
+
 def _short(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -252,26 +259,26 @@ def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
         lines.append(
             Text.assemble(("verdict ", "bold"), (advice.headline(), "bold red"), f" (last {frame.window_s:.0f} s)")
         )
-        lines.append(Text(_short("limit: " + advice.limit_line(), width)))
+        lines.append(Text(_short("limit: " + _group(advice.limit_line()), width)))
         best = v.what_if[0] if v.what_if else None
         if best is not None:
             lines.append(
                 Text(
                     f"what if {best.kind} were {best.speedup:g}x faster: {best.fps_gain:+.0%} FPS "
-                    f"(then limited by {best.limit})"
+                    f"(then limited by {_group(best.limit)})"
                 )
             )
         if advice.moves:
             m = advice.moves[0]
-            lines.append(Text(f"advice: {m.flag}={m.to} (now {m.now}): {m.fps_gain:+.0%} FPS, then {m.limit}"))
+            lines.append(Text(f"advice: {m.flag}={m.to} (now {m.now}): {m.fps_gain:+.0%} FPS, then {_group(m.limit)}"))
     p = frame.progress
     if p is not None:
-        lines.append(
-            Text(
-                f"policy lag {_num(p.policy_lag, '.2f')} (max {_num(p.policy_lag_max, '.0f')}) · trajectory age "
-                f"p50 {_num(p.trajectory_age_p50_s, '.3g')} s, p95 {_num(p.trajectory_age_p95_s, '.3g')} s"
-            )
-        )
+        lag = f"policy lag {_num(p.policy_lag, '.2f')}"
+        if p.policy_lag_max is not None:
+            lag += f" (max {p.policy_lag_max:.0f})"
+        if p.trajectory_age_p50_s is not None and p.trajectory_age_p95_s is not None:
+            lag += f" · trajectory age p50 {p.trajectory_age_p50_s:.3g} s, p95 {p.trajectory_age_p95_s:.3g} s"
+        lines.append(Text(lag))
     for f in frame.findings[:2]:
         lines.append(Text(_short("! " + f.line(), width), style="bold yellow"))
     if frame.rows:
