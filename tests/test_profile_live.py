@@ -11,7 +11,7 @@ import pytest
 
 from sf.profiling.advice import advise
 from sf.profiling.live_feed import LIVE_FILE, Follower, LiveFeed
-from sf.profiling.recent import recent_experiment
+from sf.profiling.recent import LIVE_WINDOW_S, recent_experiment
 from sf.profiling.report import build_report, format_text
 from sf.profiling.run_data import load_experiment
 from sf.profiling.series import snapshot_from_record
@@ -168,7 +168,7 @@ def test_a_watched_run_writes_the_feed_the_progress_verdict_and_the_dashboard(sl
     """The shared run of the simulation-bound case (2 workers x 8 envs whose step sleeps 1 ms, two cores mostly
     idle): its progress lines, `sf.profile top`, the report and the advice agree."""
     log = (sleepy_run / "sf_log.txt").read_text()
-    bounds = re.findall(r"Bound \(last 6 s\): (\w+)-bound (\d+) %", log)
+    bounds = re.findall(rf"Bound \(last {LIVE_WINDOW_S:.0f} s\): (\w+)-bound (\d+) %", log)
     assert bounds and bounds[-1][0] == "simulation", log[-3000:]
     assert re.search(r"Try --num_workers=\d+ \+\d+% FPS", log)
     out = subprocess.run(

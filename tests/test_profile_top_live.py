@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from sf.profiling.recent import LIVE_WINDOW_S
 from sf.profiling.top import LiveSource, frame_text
 from sf_examples.profiling.induced_bottlenecks import SWITCHABLE
 from sf_examples.profiling.sleepy_env import SWITCH_FILE
@@ -17,7 +18,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 REFRESH_S = 1.0
-FEW = 6  # refreshes: the verdict covers the last 6 s, snapshots arrive every 2 s
+FEW = 6  # refreshes: the verdict covers the last 4 s, snapshots arrive every 2 s, envs look at the switch twice a s
 
 
 def verdict_after(source: LiveSource, wanted, limit: int) -> tuple[int, str]:
@@ -25,7 +26,7 @@ def verdict_after(source: LiveSource, wanted, limit: int) -> tuple[int, str]:
     text = ""
     for refresh in range(1, limit + 1):
         time.sleep(REFRESH_S)
-        frame = source.frame(6.0)
+        frame = source.frame(LIVE_WINDOW_S)
         text = frame_text(frame)
         if frame.advice is not None and wanted(frame.advice.verdict.kind):
             return refresh, text

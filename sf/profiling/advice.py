@@ -130,8 +130,9 @@ def _more_processes(
     return Move(flag, str(current), str(count), gain, limit, why)
 
 
-def _idle_cores(cores: int | None, used: float | None) -> str:
-    return f"{cores - used:.1f} of {cores} cores idle" if cores and used is not None else "cores idle"
+def _idle_cores(cores: int | None, wanted: float | None) -> str:
+    """Cores neither used by the run nor wanted by its processes while they waited for one."""
+    return f"{max(0.0, cores - wanted):.1f} of {cores} cores idle" if cores and wanted is not None else "cores idle"
 
 
 def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
@@ -145,11 +146,16 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     cfg = experiment.config
     if not loads or now <= 0 or not cfg:
         return advice
+    # moves are priced on the CPU each process wanted: what it used plus the time it was runnable but waited for a
+    # core. On a machine busy with other work, or with more processes than cores, that time is no idle capacity.
+    loads = [replace(g, cpu=None if g.cpu is None else g.cpu + g.run_delay) for g in loads]
+    now, _ = bound(loads, cores, {})
+    wanted = sum(g.count * g.cpu for g in loads) if all(g.cpu is not None for g in loads) else None
     moves: list[Move] = []
     busiest = max(loads, key=lambda g: g.demand)
-    idle = _idle_cores(cores, used)
+    idle = _idle_cores(cores, wanted)
     if cfg.get("serial_mode"):
-        if cores and cores > 1 and used is not None and used < 0.75 * cores:
+        if cores and cores > 1 and wanted is not None and wanted < 0.75 * cores:
             moves.append(_parallel(experiment, now, cores, idle))
     else:
         rollout = next((g for g in loads if "RolloutWorker" in g.label), None)
@@ -310,7 +316,14 @@ def _parallel(experiment: Experiment, now: float, cores: int, idle: str) -> Move
         for kind, seconds in kind_seconds(c, loop_overhead=i == 0).items():
             target[kind] = target.get(kind, 0.0) + seconds / lifetime
     total = sum(rollout.values()) + sum(learner.values())
-    cpu = next((c.cpu_s / (c.wall_s or lifetime) for c in experiment.components if c.cpu_s is not None), None)
+    cpu = next(
+        (
+            (c.cpu_s + (c.run_delay_s or 0.0)) / (c.wall_s or lifetime)
+            for c in experiment.components
+            if c.cpu_s is not None
+        ),
+        None,
+    )
     share = sum(rollout.values()) / total if total else 0.0
     groups = [
         ProcessLoad(

@@ -10,7 +10,7 @@ from pathlib import Path
 from sf.profiling.run_data import Experiment, role_of, window_activity
 from sf.profiling.series import Snapshot
 
-LIVE_WINDOW_S = 6.0  # three snapshots at the live cadence: a changed bottleneck shows within seconds
+LIVE_WINDOW_S = 4.0  # two snapshots at the live cadence: a changed bottleneck shows within a few seconds
 
 
 def window_pair(snaps: list[Snapshot], seconds: float, until: float | None = None) -> tuple[Snapshot, Snapshot] | None:
