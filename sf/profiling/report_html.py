@@ -18,6 +18,19 @@ from sf.profiling.run_data import Experiment, role_of, subtract_trees
 from sf.profiling.series import snapshot_from_record
 
 COLORS = {"work": "#2e7d32", "wait": "#e0a800", "loop": "#8e44ad"}
+FPS_SPAN_S = 5.0
+OPENERS = (  # how to open each profiler's output (docs/profiling.md, "Outputs and viewers")
+    (".pt.trace.json", "a torch trace: ui.perfetto.dev or chrome://tracing"),
+    (".speedscope.json", "speedscope.app"),
+    (".prof", "python -m pstats, snakeviz"),
+    (".pstat", "python -m pstats"),
+    ("callgrind.out.", "KCachegrind, QCachegrind"),
+    (".svg", "a flame graph: a browser"),
+    (".html", "pyinstrument: a browser"),
+    (".nsys-rep", "Nsight Systems, nsys stats"),
+    (".launch.sh", "the command line that started the process"),
+    (".py-spy.log", "py-spy's own log"),
+)
 LINE_COLORS = ("#0969da", "#cf222e", "#2e7d32", "#8250df", "#bf8700", "#1b7c83", "#e16f24", "#6e7781")
 
 CSS = """
@@ -29,7 +42,7 @@ main { max-width: 1180px; margin: 0 auto; padding: 18px 24px 64px; }
 h1 { font-size: 20px; margin: 0 0 2px; } h2 { font-size: 17px; margin: 28px 0 8px; }
 h3 { font-size: 15px; margin: 14px 0 6px; }
 .muted { color: var(--muted); } code { font: 12.5px ui-monospace, "DejaVu Sans Mono", monospace; }
-.hero { display: grid; grid-template-columns: 1.1fr 1fr; gap: 18px; margin-top: 14px; }
+.hero { display: grid; grid-template-columns: 1.1fr 1fr; gap: 18px; margin-top: 14px; align-items: start; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
 .verdict { font-size: 28px; font-weight: 700; color: #cf222e; margin: 0; }
 .why { margin: 6px 0 0; }
@@ -40,6 +53,7 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 .fps .card { flex: 1 1 220px; padding: 10px 14px; } .fps b { font-size: 20px; display: block; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: middle; }
+td:first-child { white-space: nowrap; }
 th { background: var(--card); position: sticky; top: 0; font-weight: 600; white-space: nowrap; }
 table.sortable th { cursor: pointer; } table.sortable th:hover { color: var(--accent); }
 th.asc::after { content: " \\25B2"; font-size: 10px; } th.desc::after { content: " \\25BC"; font-size: 10px; }
@@ -200,10 +214,15 @@ def over_time(experiment: Experiment) -> tuple[dict, dict]:
         default=None,
     )
     if longest is not None:
+        # the frame counter moves in whole learner batches: a rate over single 1-2 s intervals zigzags, so each
+        # point spans at least FPS_SPAN_S
         snaps = [s for s in longest[1] if not s.final]
-        fps["frames per second"] = [
-            ((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t)) for a, b in zip(snaps, snaps[1:]) if b.t > a.t
-        ]
+        points = []
+        for i, a in enumerate(snaps):
+            b = next((b for b in snaps[i + 1 :] if b.t - a.t >= FPS_SPAN_S), None)
+            if b is not None:
+                points.append(((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t)))
+        fps[f"frames per second (over {FPS_SPAN_S:g} s)"] = points
     for name, snaps in series.items():
         if role_of(name) == "Runner":
             continue
@@ -239,8 +258,11 @@ def _files(experiment_dir: Path, out: Path) -> str:
     )
     for p in outputs:
         rel = p.relative_to(out).as_posix()
+        opener = next((how for suffix, how in OPENERS if p.name.endswith(suffix) or p.name.startswith(suffix)), "")
         items.append(
-            f'<li><a href="{esc(rel)}">{esc(rel)}</a> <span class=muted>({_size(p.stat().st_size)})</span></li>'
+            f'<li><a href="{esc(rel)}">{esc(rel)}</a> <span class=muted>({_size(p.stat().st_size)})'
+            + (f"; {esc(opener)}" if opener else "")
+            + "</span></li>"
         )
     for name, what in (
         ("profile.json", "every component's Timing tree, resources and work / wait split"),
