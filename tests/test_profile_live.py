@@ -211,3 +211,22 @@ def test_the_run_writes_a_profile_dashboard_whose_charts_match_its_tags(sleepy_r
     busy = [v for tag, values in read_scalars(sleepy_run).items() if tag.endswith("/busy") for v in values]
     assert busy and all(0.0 <= v <= 1.0 for v in busy)
     assert any(re.match(r"profile/RolloutWorker_w0/wait_actions$", tag) for tag in tags)
+
+
+def test_top_groups_a_ray_run_by_node_and_folds_roles_that_do_not_fit(tmp_path):
+    """Sixteen rollout workers on two nodes, the learner on the first: node headers, and one row per role and node
+    once the components outnumber the terminal's lines."""
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG | {"num_workers": 16}))
+    feed = LiveFeed(tmp_path)
+    names = {f"RolloutWorker_w{i}": ("node-a" if i < 8 else "node-b", 100 + i, "RolloutWorker") for i in range(16)}
+    names["Learner 0"] = ("node-a", 13, "Learner")
+    for t in (2.0, 4.0, 6.0):
+        for name, (host, pid, role) in names.items():
+            r = record("Learner 0", t) | {"component": name, "pid": pid, "tree": cumulative(role, t)}
+            feed.append(r | {"node": {"host": host, "ray_node_id": host}})
+    text = frame_text(LiveSource(tmp_path).frame(4.0))
+    lines = text.splitlines()
+    assert len(lines) <= 24 and max(map(len, lines)) <= 80, text
+    assert lines.index("node node-a") < lines.index("node node-b")
+    folded = [line for line in lines if line.startswith("RolloutWorker x8")]
+    assert len(folded) == 2 and all(" 90%  10%" in line for line in folded), text

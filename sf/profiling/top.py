@@ -114,7 +114,7 @@ def build_frame(
     latest = {n: [x for x in s if until is None or x.t <= until][-1] for n, s in series.items() if s}
     first_role = {}
     for c in experiment.components:
-        first_role[c.pid] = min(first_role.get(c.pid, (99, "")), _order(c.name))
+        first_role[c.pid] = min(first_role.get(c.pid, (99, [], "")), _order(c.name))
     previous_pid = None
     components = sorted(
         experiment.components, key=lambda c: (feed.nodes.get(c.name, ""), first_role[c.pid], c.pid, _order(c.name))
@@ -147,8 +147,10 @@ def build_frame(
 
 
 def _order(name: str) -> tuple:
+    """By role, then by the numbers in the name (w2 before w10)."""
     role = role_of(name)
-    return (ROLES.index(role) if role in ROLES else len(ROLES), name)
+    digits = [int(part) for part in "".join(c if c.isdigit() else " " for c in name).split()]
+    return (ROLES.index(role) if role in ROLES else len(ROLES), digits, name)
 
 
 def _frames(series, until) -> int | None:
