@@ -444,7 +444,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--width", type=int, default=WIDTH, help="--once: columns (default 80)")
     args = parser.parse_args(argv)
     path = Path(args.experiment_dir)
-    if not path.is_dir():
+    if not path.is_dir() and (args.replay or args.once):  # live, it may be a run that has not started yet
         print(f"experiment_dir: {path} is not a folder; give <train_dir>/<experiment>", file=sys.stderr)
         return 2
     if args.replay:

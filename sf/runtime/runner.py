@@ -26,6 +26,10 @@ log = logging.getLogger("sf")
 
 REPORT_EVERY_S = 5.0
 TRAIN_SCALARS_EVERY_S = 1.0  # learner statistics reach TensorBoard as means over this interval
+FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
+    "fps": "frames of this session / wall time, start-up included (the Collected line)",
+    "fps_steady": "frames / seconds from the first trained batch to the end",
+}
 
 
 class Runner(Component):
@@ -334,6 +338,7 @@ class Runner(Component):
             "env_frames": dict(self.env_steps),
             "fps": frames / wall if wall > 0 else 0.0,
             "fps_steady": steady if steady == steady else None,
+            "fps_windows": FPS_WINDOWS,
             "wall_time_s": wall,
             "avg_episode_reward": {
                 p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)
