@@ -12,6 +12,7 @@ import html
 import math
 from pathlib import Path
 
+from sf.profiling.advice import advise
 from sf.profiling.live_feed import read_records
 from sf.profiling.report import WAITED_ON, Report
 from sf.profiling.run_data import Experiment, role_of, subtract_trees
@@ -553,6 +554,7 @@ def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
     at least 2 % of its component's time). Waits are listed, never marked: a wait per frame moves whenever anything
     else does.</p>
     <p>{esc(fps_line)}</p>
+    <p>Verdicts: this run <b>{esc(advise(run).headline())}</b> · baseline <b>{esc(advise(baseline).headline())}</b></p>
   </div>
   <div class="card">
     <h3 style="margin-top:0">Marked keys</h3>
