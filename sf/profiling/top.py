@@ -29,7 +29,6 @@ from sf.profiling.advice import Advice, advise
 from sf.profiling.consistency import Finding, check, clip_share
 from sf.profiling.live_feed import LIVE_FILE, Feed, Follower, Progress, read_records
 from sf.profiling.recent import LIVE_WINDOW_S, fps_over, recent_experiment
-from sf.profiling.report import hotspots
 from sf.profiling.run_data import ROLES, role_of
 from sf.profiling.series import SERIES_FILE, read_series
 
@@ -60,7 +59,6 @@ class Row:
     wait_share: float
     cpu: float | None  # cores, over the window
     peak_rss: int | None
-    hotspot: str
     pid: int = 0
     same_process: bool = False  # hosted by the process of the row above: its CPU and memory are that one's
 
@@ -125,7 +123,6 @@ def build_frame(
         cpu = None
         if c.cpu_s is not None and (c.wall_s or 0) > 0:
             cpu = min(c.cpu_s / c.wall_s, float(c.cores or math.inf))
-        top = hotspots(c.tree, c.lifetime_s, 1)
         frame.rows.append(
             Row(
                 c.name,
@@ -137,7 +134,6 @@ def build_frame(
                 clip_share(waits.get(key, 0.0)) if key else 0.0,
                 cpu,
                 latest[c.name].peak_rss_bytes if c.name in latest else None,
-                top[0][0] if top else "",
                 c.pid,
                 c.pid == previous_pid,
             )
@@ -208,20 +204,21 @@ def _short(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _rows_to_show(rows: list[Row], room: int) -> list[tuple[str, Row | None, int]]:
-    """(label, row, count): every component when they fit in `room` lines, else the mean of each role per node."""
+def _rows_to_show(rows: list[Row], room: int) -> list[tuple[str, Row | None]]:
+    """(label, row; None for a node's header): every component when they fit in `room` lines, else the mean of each
+    role per node."""
     nodes = sorted({r.node for r in rows if r.node})
     if len(rows) + (len(nodes) if len(nodes) > 1 else 0) <= room:
         out = []
         for node in nodes if len(nodes) > 1 else [None]:
             if node is not None:
-                out.append((f"node {node}", None, 0))
-            out += [(_label(r.name), r, 1) for r in rows if node is None or r.node == node]
+                out.append((f"node {node}", None))
+            out += [(_label(r.name), r) for r in rows if node is None or r.node == node]
         return out
     out = []
     for node in nodes or [None]:
         if node is not None and len(nodes) > 1:
-            out.append((f"node {node}", None, 0))
+            out.append((f"node {node}", None))
         members = [r for r in rows if r.node == node or node is None]
         for role in dict.fromkeys(role_of(r.name) for r in members):
             group = [r for r in members if role_of(r.name) == role]
@@ -237,9 +234,8 @@ def _rows_to_show(rows: list[Row], room: int) -> list[tuple[str, Row | None, int
                 sum(r.wait_share for r in group) / len(group),
                 sum(cpus) / len(cpus) if cpus else None,
                 max((r.peak_rss or 0) for r in group) or None,
-                "",
             )
-            out.append((f"{role} x{len(group)}" if len(group) > 1 else _label(group[0].name), mean, len(group)))
+            out.append((f"{role} x{len(group)}" if len(group) > 1 else _label(group[0].name), mean))
     return out
 
 
@@ -292,7 +288,7 @@ def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
             )
         )
         room = max(3, height - len(lines) - 2)
-        for label, row, _ in _rows_to_show(frame.rows, room):
+        for label, row in _rows_to_show(frame.rows, room):
             if row is None:
                 lines.append(Text(label, style="bold cyan"))
                 continue
