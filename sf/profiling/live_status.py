@@ -2,8 +2,9 @@
 
 Every snapshot a component sends goes to `profile_live.jsonl` (`live_feed`) and into a short in-memory history; at
 each progress line the history's last `LIVE_WINDOW_S` seconds become an `Experiment` (`recent`), which gets the same
-verdict and advice as the report (`advice.advise`). The progress line carries the headline (`learner-bound 93 %`),
-and every `ADVICE_EVERY`-th line the best move; the feed gets the numbers, for `sf.profile top`.
+verdict and advice as the report (`advice.advise`). The progress line carries the headline (`learner-bound 93 %`);
+the first line with a verdict, and every `ADVICE_EVERY`-th after it, also the best move and the first warning. The
+feed gets the numbers, for `sf.profile top`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class LiveStatus:
         self.config = config
         self.recent: dict[str, list[Snapshot]] = {}
         self.lines = 0
+        self.advised_at: int | None = None  # the progress line that last carried the advice
 
     def snapshot(self, record: dict) -> None:
         """A snapshot record (`series.snapshot_record`), periodic or final."""
@@ -45,7 +47,8 @@ class LiveStatus:
             advice = advise(experiment)
             record["verdict"] = advice.headline()
             suffix = f". Bound (last {LIVE_WINDOW_S:.0f} s): {record['verdict']}"
-            if self.lines % ADVICE_EVERY == 0:
+            if self.advised_at is None or self.lines - self.advised_at >= ADVICE_EVERY:
+                self.advised_at = self.lines
                 if advice.moves:
                     suffix += f". Try {advice.moves[0].short()} FPS"
                 findings = check(experiment)
