@@ -223,10 +223,10 @@ def test_top_groups_a_ray_run_by_node_and_folds_roles_that_do_not_fit(tmp_path):
     for t in (2.0, 4.0, 6.0):
         for name, (host, pid, role) in names.items():
             r = record("Learner 0", t) | {"component": name, "pid": pid, "tree": cumulative(role, t)}
-            feed.append(r | {"node": {"host": host, "ray_node_id": host}})
+            feed.append(r | {"node": {"host": host, "ray_node_id": f"{host}-0123456789"}})
     text = frame_text(LiveSource(tmp_path).frame(4.0))
     lines = text.splitlines()
     assert len(lines) <= 24 and max(map(len, lines)) <= 80, text
-    assert lines.index("node node-a") < lines.index("node node-b")
+    assert lines.index("node node-a node-a-0") < lines.index("node node-b node-b-0")
     folded = [line for line in lines if line.startswith("RolloutWorker x8")]
     assert len(folded) == 2 and all(" 90%  10%" in line for line in folded), text

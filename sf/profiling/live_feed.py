@@ -84,7 +84,7 @@ class Feed:
         elif "component" in record:
             self.snapshots.setdefault(record["component"], []).append(snapshot_from_record(record))
             if record.get("node"):
-                self.nodes[record["component"]] = record["node"].get("host", "?")
+                self.nodes[record["component"]] = node_label(record["node"])
 
     def trim(self, keep_s: float) -> None:
         """Forget what is older than `keep_s` before the newest record."""
@@ -98,6 +98,11 @@ class Feed:
     def newest_t(self) -> float | None:
         times = [s[-1].t for s in self.snapshots.values() if s] + [p.t for p in self.progress[-1:]]
         return max(times) if times else None
+
+
+def node_label(node: dict) -> str:
+    """`host 1a2b3c4d`: the host, and the start of Ray's node id (several nodes can share a host)."""
+    return " ".join(part for part in (node.get("host", "?"), (node.get("ray_node_id") or "")[:8]) if part)
 
 
 class Follower:
