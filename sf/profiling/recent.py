@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sf.profiling.run_data import Experiment, role_of, window_activity
+from sf.profiling.run_data import WORKING_ROLES, Experiment, role_of, window_activity
 from sf.profiling.series import Snapshot
 
 LIVE_WINDOW_S = 4.0  # two snapshots at the live cadence: a changed bottleneck shows within a few seconds
@@ -32,23 +32,33 @@ def recent_experiment(
     summary: dict | None = None,
     config: dict | None = None,
 ) -> Experiment | None:
-    """Every component over its last `seconds` (up to `until` on the runner's clock, for a replay); None until each
-    component other than the runner has two snapshots. FPS comes from the frame counter over the longest span."""
+    """Every component over its last `seconds` (up to `until` on the runner's clock, for a replay). A component with
+    fewer than two periodic snapshots uses its final one as the second (a short run, a worker that started late);
+    one with fewer than two in all is left out (`waiting_for` names it). None until every working role present
+    (rollout workers, inference workers, learners) has a component with a window. FPS comes from the frame counter
+    over the longest span."""
     components, rates = [], []
     for name, snaps in series.items():
         if role_of(name) == "Runner":
             continue
-        pair = window_pair([s for s in snaps if not s.final], seconds, until)
+        pair = window_pair([s for s in snaps if not s.final], seconds, until) or window_pair(snaps, seconds, until)
         if pair is None:
-            return None
+            continue
         a, b = pair
         components.append(window_activity(name, b.pid, a, b))
         rates.append((b.frames - a.frames, b.t - a.t))
-    if not components:
+    present = {c.role for c in components}
+    if not components or any(role_of(name) in WORKING_ROLES and role_of(name) not in present for name in series):
         return None
     frames, span = max(rates, key=lambda r: r[1])
     fps = frames / span if span > 0 else 0.0
     return Experiment(Path(path), components, summary or {}, config or {}, series, frames, fps)
+
+
+def waiting_for(series: dict[str, list[Snapshot]], experiment: Experiment | None) -> list[str]:
+    """The components of the series that the experiment leaves out, for want of two snapshots."""
+    shown = {c.name for c in experiment.components} if experiment else set()
+    return [name for name in series if name not in shown and role_of(name) != "Runner"]
 
 
 def fps_over(series: dict[str, list[Snapshot]], seconds: float, until: float | None = None) -> float | None:

@@ -28,7 +28,7 @@ from rich.text import Text
 from sf.profiling.advice import Advice, advise
 from sf.profiling.consistency import Finding, check, clip_share
 from sf.profiling.live_feed import LIVE_FILE, Feed, Follower, Progress, read_records
-from sf.profiling.recent import LIVE_WINDOW_S, fps_over, recent_experiment
+from sf.profiling.recent import LIVE_WINDOW_S, fps_over, recent_experiment, waiting_for
 from sf.profiling.run_data import ROLES, role_of
 from sf.profiling.series import SERIES_FILE, read_series
 
@@ -78,6 +78,7 @@ class Frame:
     advice: Advice | None
     rows: list[Row] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # components without two snapshots yet
 
 
 def _read_json(path: Path) -> dict:
@@ -105,6 +106,7 @@ def build_frame(
         progress,
         None,
     )
+    frame.waiting = waiting_for(series, experiment)
     if experiment is None:
         return frame
     frame.advice = advise(experiment)
@@ -241,7 +243,7 @@ def _rows_to_show(rows: list[Row], room: int) -> list[tuple[str, Row | None]]:
 
 def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
     lines: list[Text] = []
-    clock = f" · {frame.t:,.0f} s" if frame.t is not None else ""
+    clock = f" · {frame.t:,.0f} s" if frame.t is not None and not frame.state.startswith("replay") else ""
     lines.append(Text.assemble(("sf top ", "bold"), _short(frame.experiment, width - 40), f" · {frame.state}{clock}"))
     lines.append(
         Text(
@@ -279,6 +281,8 @@ def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
         lines.append(Text(lag))
     for f in frame.findings[:2]:
         lines.append(Text(_short("! " + f.line(), width), style="bold yellow"))
+    if frame.waiting and frame.advice is not None:
+        lines.append(Text(_short("no two snapshots yet: " + ", ".join(map(_label, frame.waiting)), width), style="dim"))
     if frame.rows:
         lines.append(
             Text(
@@ -372,9 +376,7 @@ class ReplaySource:
     def frame(self, window_s: float) -> Frame:
         now = self.now()
         state = f"replay at {now:,.0f} of {self.end:,.0f} s" + (" (end)" if now >= self.end else "")
-        feed = Feed({n: [s for s in snaps if not s.final] for n, snaps in self.feed.snapshots.items()}, self.feed.nodes)
-        feed.progress = self.feed.progress
-        return build_frame(feed, self.dir, _read_json(self.dir / "config.json"), state, window_s, until=now)
+        return build_frame(self.feed, self.dir, _read_json(self.dir / "config.json"), state, window_s, until=now)
 
 
 # the terminal ----------------------------------------------------------------------------------------------
