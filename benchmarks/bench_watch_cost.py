@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import pty
+import resource
 import select
 import statistics
 import struct
@@ -32,7 +33,9 @@ from sf.benchmark import COLLECTED, SUITES
 
 def _train(suite, frames: int, train_dir: str, cwd: Path, watch: bool) -> tuple[float, dict]:
     """One run; with `watch`, `sf.profile top` follows it in a pseudo-terminal until it ends. Returns the run's FPS
-    and, when watched, the frames the watcher drew and its CPU seconds per second of the run."""
+    and what was seen: the run's CPU seconds per million frames (its whole process tree, the watcher's left out) and,
+    when watched, the frames the watcher drew and its CPU seconds per second of the run."""
+    before = _children_cpu_s()
     cmd = [sys.executable, "-m", suite.module, *suite.flags, f"--train_for_env_steps={frames}"]
     cmd += [f"--train_dir={train_dir}", "--experiment=bench"]
     run = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -47,7 +50,13 @@ def _train(suite, frames: int, train_dir: str, cwd: Path, watch: bool) -> tuple[
     found = COLLECTED.findall(out)
     if run.returncode != 0 or not found:
         raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}):\n{out[-2000:]}")
+    seen["run_cpu_per_mframe"] = (_children_cpu_s() - before - seen.get("cpu_s", 0.0)) * 1e6 / frames
     return float(found[-1]), seen
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _watch(experiment_dir: Path, run: subprocess.Popen, seen: dict) -> None:
@@ -74,7 +83,8 @@ def _watch(experiment_dir: Path, run: subprocess.Popen, seen: dict) -> None:
                 break
     with open(f"/proc/{top.pid}/stat") as f:  # utime and stime, in clock ticks
         ticks = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
-    seen.update(drawn=drawn, cpu_per_s=ticks / os.sysconf("SC_CLK_TCK") / (time.monotonic() - began))
+    cpu_s = ticks / os.sysconf("SC_CLK_TCK")
+    seen.update(drawn=drawn, cpu_s=cpu_s, cpu_per_s=cpu_s / (time.monotonic() - began))
     os.write(main, b"q")
     top.wait(timeout=10)
     os.close(main)
@@ -92,6 +102,7 @@ def main() -> int:
     arms = ["unwatched", "watched"] + (["before"] if args.before else [])
     fps: dict[str, list[float]] = {arm: [] for arm in arms}
     watcher_cpu: list[float] = []
+    run_cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     sequence = ["unwatched"]
     for _ in range(args.rounds):
         sequence += ["watched", "unwatched"] + (["before", "unwatched"] if args.before else [])
@@ -100,20 +111,24 @@ def main() -> int:
             cwd = Path(args.before) if arm == "before" else repo
             value, seen = _train(suite, args.frames, train_dir, cwd, arm == "watched")
         fps[arm].append(value)
-        note = ""
-        if seen:
+        run_cpu[arm].append(seen["run_cpu_per_mframe"])
+        note = f"  run CPU {seen['run_cpu_per_mframe']:.1f} s per 1M frames"
+        if "drawn" in seen:
             watcher_cpu.append(seen["cpu_per_s"])
-            note = f"  (sf.profile top drew {seen['drawn']} frames, {seen['cpu_per_s']:.4f} CPU s per s)"
+            note += f"; sf.profile top drew {seen['drawn']} frames, {seen['cpu_per_s']:.4f} CPU s per s"
         print(f"{arm:<10} {value:>10,.0f} FPS{note}", flush=True)
     ratios = {}
     for arm in arms[1:]:
         ratios[arm] = [neighbours_ratio(sequence, fps, i) for i, a in enumerate(sequence) if a == arm]
         listed = ", ".join(f"{r:.3f}" for r in ratios[arm])
         print(f"{arm} / unwatched around it: {listed}; mean {statistics.mean(ratios[arm]):.3f}")
+    for arm in arms:
+        print(f"{arm}: run CPU {statistics.mean(run_cpu[arm]):.1f} s per 1M frames (mean of {len(run_cpu[arm])})")
     if watcher_cpu:
         print(f"sf.profile top used {statistics.mean(watcher_cpu):.4f} CPU seconds per second of the run (mean)")
     if args.out:
         record = {"fps": fps, "sequence": sequence, "ratios": ratios, "watcher_cpu_per_s": watcher_cpu}
+        record["run_cpu_s_per_mframe"] = run_cpu
         Path(args.out).write_text(json.dumps(record, indent=2))
     return 0
 
