@@ -63,7 +63,6 @@ class Advice:
     verdict: Verdict
     bound: float  # B: the busiest group's busy fraction, or the CPU demand over the cores
     cores: int | None
-    cores_used: float | None
     moves: list[Move] = field(default_factory=list)
     cpu_by_kind: dict[str, float] = field(default_factory=dict)
 
@@ -141,8 +140,7 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     loads = process_loads(experiment)
     cores = _cores(experiment)
     now, _ = bound(loads, cores, {})
-    used = sum(g.count * g.cpu for g in loads) if loads and all(g.cpu is not None for g in loads) else None
-    advice = Advice(verdict, now, cores, used, cpu_by_kind=cpu_by_kind(loads))
+    advice = Advice(verdict, now, cores, cpu_by_kind=cpu_by_kind(loads))
     cfg = experiment.config
     if not loads or now <= 0 or not cfg:
         return advice
