@@ -156,6 +156,12 @@ def test_top_replay_shows_the_run_as_it_was_at_a_moment(tmp_path):
     after = frame_text(ReplaySource(tmp_path, speed=1.0, at=40.0).frame(6.0))
     assert "verdict simulation-bound" in before and "replay at 14 of 40 s" in before
     assert "verdict learner-bound" in after and "(end)" in after
+    # before a component's first snapshot, and before every component has two, the frame says it is waiting
+    (tmp_path / "late").mkdir()
+    late = write_feed(tmp_path / "late", 10.0)
+    late.append(record("Learner 0", 12.0) | {"component": "Batcher 0"})
+    waiting = frame_text(ReplaySource(tmp_path / "late", speed=1.0, at=3.0).frame(6.0))
+    assert "waiting for two snapshots" in waiting
 
 
 def test_snapshot_records_survive_the_round_trip(tmp_path):

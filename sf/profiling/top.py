@@ -111,7 +111,11 @@ def build_frame(
         return frame
     frame.advice = advise(experiment)
     frame.findings = check(experiment)
-    latest = {n: [x for x in s if until is None or x.t <= until][-1] for n, s in series.items() if s}
+    latest = {}  # each component's newest snapshot up to the moment shown
+    for name, snaps in series.items():
+        upto = [x for x in snaps if until is None or x.t <= until]
+        if upto:
+            latest[name] = upto[-1]
     first_role = {}
     for c in experiment.components:
         first_role[c.pid] = min(first_role.get(c.pid, (99, [], "")), _order(c.name))
