@@ -79,8 +79,8 @@ class Advice:
         """The limit in a few words, consistent with the headline."""
         if self.cores_bound:
             return (
-                f"all {self.cores} cores busy; {self.verdict.kind} work uses the most of them "
-                f"({self.cpu_by_kind.get(self.verdict.kind, 0.0):.1f})"
+                f"the {self.cores} cores ({min(self.bound, 1.0):.0%} in use); {self.verdict.kind} work uses the most "
+                f"of them ({self.cpu_by_kind.get(self.verdict.kind, 0.0):.1f})"
             )
         if self.verdict.limiting == SERIAL:
             return f"{SERIAL} busy {min(self.bound, 1.0):.0%}, every component on one core"
