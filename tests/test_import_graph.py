@@ -15,15 +15,15 @@ from conftest import ROOT
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("sf.utils",),  # Timing, errors, roles and names, process settings: what every layer may use
     ("sf.profiling",),  # what runs inside a training: backends, ranges, timeline, resources, work/wait accounting
+    ("sf.analysis",),  # reading what profiling records: run data, bottleneck model, advice, report, compare, charts
     ("sf.cfg",),  # flags, YAML presets, validation
     ("sf.envs",),  # env registry, env families, gymnasium adapter
     ("sf.algo",),  # losses, GAE and V-trace, running statistics
     ("sf.model",),  # networks
     ("sf.runtime",),  # the components, the event loop, the placements
     ("sf.distributed",),  # the Ray backend
-    ("sf.analysis",),  # offline: run data, bottleneck model, report, compare, charts
     ("sf.breakdown",),  # the cross-stack breakdown (runs a training in-process)
-    ("sf.bench",),  # whole-run benchmarks and the auto-tuner
+    ("sf.bench", "sf.chaos"),  # whole-run benchmarks and the auto-tuner; the fault-injection matrix
     ("sf.train", "sf.enjoy", "sf.profile", "sf.benchmark", "sf"),  # entry points
 )
 

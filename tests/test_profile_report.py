@@ -1,7 +1,6 @@
 """`python -m sf.profile report`: the verdict on runs built to be limited by one kind of work, the what-if arithmetic
 on a hand-made experiment, and the outputs (text, JSON, HTML with inline charts, PNGs)."""
 
-import base64
 import json
 import shutil
 import subprocess
@@ -132,10 +131,9 @@ def test_cli_writes_html_pngs_and_json(tmp_path):
     data = json.loads(out.stdout)
     assert data["verdict"]["kind"] == "simulation"
     page = (exp / "profiling" / "report.html").read_text()
-    assert "verdict: simulation-bound" in page
+    assert "verdict: simulation-bound" in page and "<svg" in page
     png = (exp / "profiling" / "report_activity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert base64.b64encode(png).decode()[:200] in page
     assert (exp / "profiling" / "report_hotspots.png").read_bytes()[:4] == b"\x89PNG"
 
 

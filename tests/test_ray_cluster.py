@@ -2,6 +2,7 @@
 resources and object store, both on the loopback interface), started once for the module."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -91,6 +92,17 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
         assert profile[name]["node"]["ray_node_id"] == head
     agent = profile["NodeAgent_1"]
     assert agent["node"]["ray_node_id"] == second
+    # sf.profile top groups the components by node: the rollout workers and the agent under the second one
+    from sf.analysis.top import ReplaySource, frame_text
+
+    lines = frame_text(ReplaySource(tmp_path / "two", speed=1.0, at=math.inf).frame(4.0), height=40).splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("node ")] + [len(lines)]
+    assert len(headers) == 3, "\n".join(lines)
+    under = {
+        lines[a].split()[-1]: {" ".join(line.split()[:2]) for line in lines[a + 1 : b]}
+        for a, b in zip(headers, headers[1:])
+    }
+    assert {"Rollout w0", "Rollout w1"} <= under[second[:8]] and "Learner 0" in under[head[:8]], "\n".join(lines)
     assert {"gather", "put", "update_weights"} <= set(agent["tree"])
     transfer = agent["transfer"]
     # every frame the learner counted crossed from the second node, each trajectory as one whole slot

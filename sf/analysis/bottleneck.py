@@ -15,9 +15,10 @@ every process gets a share of a core, and a process busy all the time is still t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from sf.analysis.run_data import ComponentActivity, Experiment
+from sf.analysis.run_data import INIT_KEYS, ComponentActivity, Experiment, did_not_run
 from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
 from sf.utils.roles import Role
 
@@ -33,6 +34,7 @@ COMMUNICATION_KEYS = {
 }
 ROLE_KIND = {Role.INFERENCE_WORKER: "inference", Role.LEARNER: "learner", Role.BATCHER: "batcher"}
 SPEEDUP = 2.0
+SERIAL = "the serial process"
 
 
 @dataclass
@@ -64,6 +66,44 @@ class Verdict:
     limiting: str  # the process group or the cores that bound the rate now
     evidence: list[str]
     what_if: list[WhatIf]  # every kind, best first
+    explanation: str = ""  # one sentence joining the kind and the limit: the report's "rate limited by" line
+
+
+def cpu_by_kind(loads: list[ProcessLoad]) -> dict[str, float]:
+    """Cores each kind of work uses, every process counted (a process's CPU split in proportion to its busy time)."""
+    out: dict[str, float] = {}
+    for load in loads:
+        if load.cpu is None or load.demand <= 0:
+            continue
+        for kind, busy in load.busy.items():
+            out[kind] = out.get(kind, 0.0) + load.count * load.cpu * busy / load.demand
+    return out
+
+
+def explain(kind: str, limiting: str, loads: list[ProcessLoad], cores: int | None) -> str:
+    """Why `kind` is the verdict, in terms of what limits the rate: a busy process group, or the machine's cores,
+    in which case the kind is the one using the most of them (so making it cheaper frees the most)."""
+    if limiting.startswith("all ") and cores:
+        used = sum(load.count * load.cpu for load in loads if load.cpu is not None)
+        by_kind = cpu_by_kind(loads)
+        share = by_kind.get(kind, 0.0)
+        return (
+            f"the machine's {cores} cores ({min(used, cores):.2f} in use, {min(1.0, used / cores):.0%}): every process "
+            f"waits for a core, and {kind} work uses the most of them ({share:.2f} cores), so making it cheaper frees "
+            "the most"
+        )
+    group = next((load for load in loads if load.label == limiting), None)
+    if group is None:
+        return limiting
+    if limiting == SERIAL:
+        return (
+            f"{SERIAL} (busy {min(1.0, group.demand):.0%} of its time, {kind} {group.busy.get(kind, 0.0):.0%}): every "
+            "component runs in it, on one core at most"
+        )
+    return (
+        f"{limiting} (busy {min(1.0, group.demand):.0%} of its time, {kind} {group.busy.get(kind, 0.0):.0%}): the "
+        "others wait for it"
+    )
 
 
 def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> dict[str, float]:
@@ -78,8 +118,10 @@ def kind_seconds(component: ComponentActivity, loop_overhead: bool = True) -> di
 
     def walk(tree: dict, kind: str | None) -> None:
         for key, node in tree.items():
-            if kind is None and (key.startswith(WAIT_PREFIX) or (key == LOOP_OVERHEAD and not loop_overhead)):
-                continue
+            if kind is None and (
+                key.startswith(WAIT_PREFIX) or key in INIT_KEYS or (key == LOOP_OVERHEAD and not loop_overhead)
+            ):
+                continue  # waits, one-off set-up, a shared loop's overhead counted elsewhere
             node_kind = kind
             if key in COMMUNICATION_KEYS:
                 node_kind = "communication"
@@ -104,7 +146,12 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
     for c in experiment.components:
         by_pid.setdefault(c.pid, []).append(c)
     groups: dict[str, list[tuple[dict[str, float], float | None, float]]] = {}
-    for members in by_pid.values():
+    # a process whose components never ran took no part in the frames (consistency.check names it); unless none ran
+    working = {pid for pid, members in by_pid.items() if any(c.role != Role.RUNNER for c in members)}
+    idle = {pid for pid in working if all(did_not_run(c) for c in by_pid[pid] if c.role != Role.RUNNER)}
+    for pid, members in by_pid.items():
+        if pid in idle and idle != working:
+            continue
         hosted = [c for c in members if c.role != Role.RUNNER] or members
         lifetime = max(c.activity.lifetime_s for c in hosted)
         if lifetime <= 0:
@@ -113,11 +160,20 @@ def process_loads(experiment: Experiment) -> list[ProcessLoad]:
         for i, c in enumerate(hosted):
             for kind, seconds in kind_seconds(c, loop_overhead=i == 0).items():
                 busy[kind] = busy.get(kind, 0.0) + seconds / lifetime
+        total = sum(busy.values())
+        if total > 1.0:  # more busy time than the loop lived: inconsistent data (consistency.check names it)
+            busy = {kind: share / total for kind, share in busy.items()}
         sampled = next((c for c in members if c.cpu_s is not None), None)
-        cpu = sampled.cpu_s / lifetime if sampled else None
-        delay = (sampled.run_delay_s or 0.0) / lifetime if sampled else 0.0
-        label = " + ".join(sorted({str(c.role) for c in hosted}))
-        groups.setdefault(label, []).append((busy, cpu, delay))
+        cpu = delay = None
+        if sampled is not None:
+            wall = sampled.wall_s or lifetime
+            # a process cannot use more cores than the machine has (consistency.check says when the data claims so)
+            cpu = min(sampled.cpu_s / wall, float(sampled.cores or math.inf))
+            delay = (sampled.run_delay_s or 0.0) / wall
+        roles = {c.role for c in hosted}
+        # every component in one process (serial mode): one group, named for what it is
+        label = SERIAL if {Role.ROLLOUT_WORKER, Role.LEARNER} <= roles else " + ".join(sorted(str(r) for r in roles))
+        groups.setdefault(label, []).append((busy, cpu, delay or 0.0))
     loads = []
     for label, members in groups.items():
         kinds = {k for busy, _, _ in members for k in busy}
@@ -139,7 +195,7 @@ def _speedup(speedups: dict, label: str, kind: str) -> float:
     return speedups.get((label, kind), speedups.get(kind, 1.0))
 
 
-def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple[float, str]:
+def bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple[float, str]:
     """The model's B (or B' with each kind's seconds divided by its entry in `speedups`: keyed by kind, or by
     (process group, kind) where a change sped the same kind up differently in different processes) and what attains
     it."""
@@ -167,10 +223,10 @@ def _bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple
 def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     loads = process_loads(experiment)
     cores = next((c.cores for c in experiment.components if c.cores), None)
-    now, limiting = _bound(loads, cores, {})
+    now, limiting = bound(loads, cores, {})
     what_if = []
     for kind in KINDS:
-        after, limit = _bound(loads, cores, {kind: speedup})
+        after, limit = bound(loads, cores, {kind: speedup})
         gain = now / after - 1 if after > 0 else float("inf")
         what_if.append(WhatIf(kind, speedup, gain, limit))
     limiting_busy = next((load.busy for load in loads if load.label == limiting), {})
@@ -191,8 +247,12 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     ]
     if cores and all(load.cpu is not None for load in loads):
         used = sum(load.count * load.cpu for load in loads)
-        evidence.append(f"CPU: {used:.2f} of {cores} cores in use ({used / cores:.0%})")
-    return Verdict(kind, limiting, evidence, what_if)
+        shown = min(used, float(cores))
+        evidence.append(
+            f"CPU: {shown:.2f} of {cores} cores in use ({shown / cores:.0%})"
+            + (f"; {used:.2f} measured, more than the machine has" if used > cores + 0.005 else "")
+        )
+    return Verdict(kind, limiting, evidence, what_if, explain(kind, limiting, loads, cores))
 
 
 def group_kind_per_frame(experiment: Experiment) -> dict[tuple[str, str], float]:
@@ -212,6 +272,6 @@ def predict_fps(experiment: Experiment, speedups: dict) -> float:
     (`group_kind_per_frame` of both runs): one change often speeds a kind up more in one process than in another."""
     loads = process_loads(experiment)
     cores = next((c.cores for c in experiment.components if c.cores), None)
-    now, _ = _bound(loads, cores, {})
-    after, _ = _bound(loads, cores, speedups)
+    now, _ = bound(loads, cores, {})
+    after, _ = bound(loads, cores, speedups)
     return experiment.fps * now / after

@@ -235,7 +235,7 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
                     b.value if b else None,
                     float("inf") if a is None else -1.0,
                     0.0,
-                    present.share >= MIN_SHARE,
+                    present.share >= MIN_SHARE and not _is_wait(key[0]),  # a wait only one run has is still a wait
                 )
             )
             continue
@@ -284,11 +284,16 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
 
 
 def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
-    """Diff `run_dir` against `baseline_dir`; write profiling/compare.png in `run_dir`; return what to print."""
-    comparison = compare(load_experiment(baseline_dir), load_experiment(run_dir))
+    """Diff `run_dir` against `baseline_dir`; write profiling/compare.html and compare.png in `run_dir`; return what
+    to print."""
+    from sf.analysis.report_html import write_compare_page
+
+    baseline, run = load_experiment(baseline_dir), load_experiment(run_dir)
+    comparison = compare(baseline, run)
     out = Path(run_dir) / "profiling"
     out.mkdir(exist_ok=True)
     change_bars([ChangeBar(r.key, r.change, r.noise, r.marked) for r in comparison.rows], out / "compare.png")
+    write_compare_page(comparison, run, baseline, out / "compare.html")
     if as_json:
         return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
     return format_text(comparison)

@@ -5,14 +5,15 @@ The text, `--json` and `profiling/report.html` all render the same `Report`.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sf.analysis.bottleneck import Verdict, assess
+from sf.analysis.advice import Move, advise
+from sf.analysis.bottleneck import Verdict
 from sf.analysis.charts import ActivityBar, ShareBar, activity_bars, share_bars
+from sf.analysis.consistency import check, clip_share
 from sf.analysis.json_safe import finite_json
 from sf.analysis.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
 from sf.profiling.activity import WAIT_PREFIX
@@ -48,6 +49,16 @@ class ComponentRow:
     overhead: float
     waits: dict[str, float]  # wait key -> share
     hotspots: list[tuple[str, float]]  # (path, share of lifetime)
+    pid: int = 0
+    cpu: float | None = None  # cores its process used over the window (never more than the machine has)
+
+
+@dataclass
+class FpsFigure:
+    """One frame rate and the window it covers: a run has several, and each is named wherever it is shown."""
+
+    fps: float
+    window: str
 
 
 @dataclass
@@ -67,6 +78,10 @@ class Report:
     components: list[ComponentRow]
     waits: list[WaitLine]
     verdict: Verdict
+    headline: str = ""  # `simulation-bound 92 %`, as the progress line and `sf.profile top` say it
+    fps_figures: list[FpsFigure] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return finite_json(asdict(self))
@@ -89,16 +104,22 @@ def hotspots(tree: dict, lifetime: float, top: int = TOP_HOTSPOTS) -> list[tuple
 
 
 def component_row(c: ComponentActivity) -> ComponentRow:
+    """Shares as shown: clipped to 0-100 % (`consistency.check` says when the data claimed more)."""
     a = c.activity
+    cpu = None
+    if c.cpu_s is not None and (c.wall_s or a.lifetime_s) > 0:
+        cpu = min(c.cpu_s / (c.wall_s or a.lifetime_s), float(c.cores or math.inf))
     return ComponentRow(
         c.name,
         str(c.role),
         a.lifetime_s,
-        a.share(a.work_s),
-        a.share(a.wait_s),
-        a.share(a.overhead_s),
-        {k: a.share(v) for k, v in a.waits.items()},
-        hotspots(c.tree, a.lifetime_s),
+        clip_share(a.share(a.work_s)),
+        clip_share(a.share(a.wait_s)),
+        clip_share(a.share(a.overhead_s)),
+        {k: clip_share(a.share(v)) for k, v in a.waits.items()},
+        [(path, clip_share(share)) for path, share in hotspots(c.tree, a.lifetime_s)],
+        c.pid,
+        cpu,
     )
 
 
@@ -126,22 +147,58 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
     return lines
 
 
+def fps_figures(experiment: Experiment, steady: bool) -> list[FpsFigure]:
+    """The report's FPS first, then the run's other two, each with its window."""
+    summary = experiment.summary
+    if steady and experiment.span:
+        first, last = experiment.span
+        own = f"this report: {first:.1f} s to {last:.1f} s of the run, between periodic snapshots"
+    else:
+        own = "this report: the whole run (no steady window in the series)"
+    figures = [FpsFigure(experiment.fps, own)]
+    if summary.get("fps_steady"):
+        figures.append(
+            FpsFigure(summary["fps_steady"], "from the first trained batch to the end (summary.json fps_steady)")
+        )
+    if summary.get("fps"):
+        figures.append(
+            FpsFigure(summary["fps"], "the whole session, start-up included (summary.json fps; the Collected line)")
+        )
+    return figures
+
+
 def build_report(experiment: Experiment) -> Report:
     steady = all(c.steady for c in experiment.components if c.role != Role.RUNNER)
     window = "steady state (start-up and shutdown left out)" if steady else "whole lifetime"
+    if steady and experiment.span:
+        window = (
+            f"steady state, {experiment.span[0]:.1f} s to {experiment.span[1]:.1f} s (start-up and shutdown left out)"
+        )
     components = sorted(experiment.components, key=lambda c: (c.role == Role.RUNNER, str(c.role), c.name))
+    advice = advise(experiment)
     return Report(
         str(experiment.path),
         window,
         experiment.fps,
         [component_row(c) for c in components],
         wait_lines(experiment.components),
-        assess(experiment),
+        advice.verdict,
+        advice.headline(),
+        fps_figures(experiment, steady),
+        advice.moves,
+        [f.line() for f in check(experiment)],
     )
 
 
 def format_text(report: Report) -> str:
-    lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s", ""]
+    lines = [f"sf profile report: {report.experiment}", f"window: {report.window}; {report.fps:,.0f} frames/s"]
+    if len(report.fps_figures) > 1:
+        lines.append("FPS by window (a run has several; each is named where it is shown):")
+        lines += [f"  {f.fps:>10,.0f}  {f.window}" for f in report.fps_figures]
+    if report.warnings:
+        lines.append("warnings:")
+        lines += [f"  ! {w}" for w in report.warnings]
+    lines.append("")
     lines.append(
         f"{'component':<24} {'lifetime':>9} {'work':>6} {'wait':>6} {'loop':>6}  top hotspots (share of lifetime)"
     )
@@ -156,13 +213,17 @@ def format_text(report: Report) -> str:
         who = f"{w.role} (x{w.count})" if w.count > 1 else w.role
         lines.append(f"  {who} idle {w.idle:.0%}, waiting for {w.waiting_for} ({w.key})")
     v = report.verdict
-    lines += ["", f"verdict: {v.kind}-bound", f"  rate limited by: {v.limiting}"]
+    lines += ["", f"verdict: {v.kind}-bound", f"  in a few words: {report.headline}"]
+    lines.append(f"  rate limited by: {v.explanation or v.limiting}")
     lines += [f"  {e}" for e in v.evidence]
     lines.append("  what if:")
     for w in v.what_if:
         lines.append(
             f"    if {w.kind} were {w.speedup:g}x faster: about {w.fps_gain:+.0%} FPS (then limited by {w.limit})"
         )
+    if report.moves:
+        lines.append("  advice (layout moves the model can price; estimates, not promises):")
+        lines += [f"    {m.line()}" for m in report.moves]
     return "\n".join(lines)
 
 
@@ -177,35 +238,19 @@ def hotspot_items(report: Report, per_component: int = 3, top: int = 15) -> list
     return sorted(items, key=lambda item: -item.share)[:top]
 
 
-def write_html(report: Report, charts: dict[str, Path], path: Path) -> Path:
-    """A single self-contained page: the text report and every chart inline as base64 PNG."""
-    images = "".join(
-        f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png.read_bytes()).decode()}"/>'
-        for title, png in charts.items()
-    )
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>sf profile report</title></head><body>"
-        f"<h1>verdict: {html.escape(report.verdict.kind)}-bound</h1><pre>{html.escape(format_text(report))}</pre>"
-        f"{images}</body></html>"
-    )
-    path.write_text(page)
-    return path
-
-
 def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
-    """Build the report, write the charts and report.html into profiling/, return what to print."""
+    """Build the report, write report.html (and the charts as PNG files) into profiling/, return what to print."""
+    from sf.analysis.report_html import write_report_page
+
     experiment = load_experiment(experiment_dir)
     report = build_report(experiment)
     out = Path(experiment_dir) / "profiling"
     out.mkdir(exist_ok=True)
-    pngs = {
-        "Work, wait and loop overhead per component": activity_bars(
-            [ActivityBar(r.name, r.work, r.wait, r.overhead) for r in report.components],
-            f"verdict: {report.verdict.kind}-bound",
-            out / "report_activity.png",
-        ),
-        "Top hotspots": share_bars(hotspot_items(report), "% of the component's lifetime", out / "report_hotspots.png"),
-    }
-    write_html(report, pngs, out / "report.html")
+    activity_bars(
+        [ActivityBar(r.name, r.work, r.wait, r.overhead) for r in report.components],
+        f"verdict: {report.verdict.kind}-bound",
+        out / "report_activity.png",
+    )
+    share_bars(hotspot_items(report), "% of the component's lifetime", out / "report_hotspots.png")
+    write_report_page(report, experiment, out / "report.html")
     return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)

@@ -13,11 +13,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sf.profiling.activity import Activity, activity_level, activity_of
+from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX, Activity, activity_level, activity_of
 from sf.profiling.series import Snapshot, read_series
 from sf.utils.roles import Role, role_of
 
 UNATTRIBUTED = "wait_unattributed"
+INIT_KEYS = frozenset({"init", "init_envs"})  # set-up a component times before its loop serves anyone
+WORKING_ROLES = (Role.ROLLOUT_WORKER, Role.INFERENCE_WORKER, Role.LEARNER)  # a run needs each of these to work
 
 
 @dataclass
@@ -33,6 +35,7 @@ class ComponentActivity:
     run_delay_s: float | None = None  # seconds the process was runnable but waited for a core
     cores: int | None = None
     steady: bool = False  # True: a steady-state window; False: the whole lifetime
+    wall_s: float | None = None  # wall seconds the span covers (the runner's clock), which CPU seconds divide
 
 
 @dataclass
@@ -44,6 +47,19 @@ class Experiment:
     series: dict[str, list[Snapshot]] = field(default_factory=dict)
     frames: int = 0  # frames in the window the activity covers
     fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
+    span: tuple[float, float] | None = None  # the window on the runner's clock (seconds since start), if steady
+
+
+def did_not_run(c: ComponentActivity) -> bool:
+    """A rollout worker, inference worker or learner whose tree holds no work but its set-up (a worker that never
+    stepped an env, as a profiler's start-up can leave one): it took no part in the frames counted."""
+    if c.role not in WORKING_ROLES:
+        return False
+    return not any(
+        node["time"] > 0
+        for key, node in c.tree.items()
+        if key not in INIT_KEYS and not key.startswith(WAIT_PREFIX) and key != LOOP_OVERHEAD
+    )
 
 
 def subtract_trees(later: dict, earlier: dict) -> dict:
@@ -96,38 +112,51 @@ def load_experiment(path: str | Path) -> Experiment:
     config = _read_json(path / "config.json")
     series = read_series(path)
     windows = {name: steady_window(snaps) for name, snaps in series.items()}
+    cores = next((snaps[-1].cores for snaps in series.values() if snaps), None)  # of the machine the run ran on
     use_windows = bool(windows) and all(windows.get(n) for n in profile if role_of(n) != Role.RUNNER)
     components = []
     frame_rates = []
+    edges = []
     for name, entry in profile.items():
         window = windows.get(name) if use_windows else None
         if window is not None:
             a, b = window
-            clock = {}
-            if a.cpu_s is not None and b.cpu_s is not None:
-                clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": b.run_delay_s - a.run_delay_s, "cores": b.cores}
-            span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
-            components.append(_activity(name, entry["pid"], subtract_trees(b.tree, a.tree), span, True, **clock))
+            components.append(window_activity(name, entry["pid"], a, b))
+            edges += [a.t, b.t]
             if b.t > a.t:
                 frame_rates.append(((b.frames - a.frames), b.t - a.t))
         else:
-            components.append(_whole_life(name, entry, summary))
+            components.append(_whole_life(name, entry, summary, cores))
     if frame_rates:
         frames = max(f for f, _ in frame_rates)
         fps = sum(f for f, _ in frame_rates) / sum(t for _, t in frame_rates)
     else:
         frames = sum(int(v) for v in summary.get("env_frames", {}).values())
         fps = summary.get("fps_steady") or summary.get("fps") or 0.0
-    return Experiment(path, components, summary, config, series, frames, fps)
+    span = (min(edges), max(edges)) if edges else None
+    return Experiment(path, components, summary, config, series, frames, fps, span)
 
 
-def _whole_life(name: str, entry: dict, summary: dict) -> ComponentActivity:
+def window_activity(name: str, pid: int, a: Snapshot, b: Snapshot) -> ComponentActivity:
+    """What a component did between two of its snapshots. The shares divide by its loop's own clock over the span;
+    the CPU seconds by the wall clock (a loop that started late or stalled has lived less than the span, its
+    process has not)."""
+    clock = {}
+    if a.cpu_s is not None and b.cpu_s is not None:
+        delay = b.run_delay_s - a.run_delay_s if a.run_delay_s is not None and b.run_delay_s is not None else None
+        clock = {"cpu_s": b.cpu_s - a.cpu_s, "run_delay_s": delay, "cores": b.cores}
+    span = b.lifetime_s - a.lifetime_s if a.lifetime_s is not None and b.lifetime_s is not None else b.t - a.t
+    return _activity(name, pid, subtract_trees(b.tree, a.tree), span, True, wall_s=b.t - a.t, **clock)
+
+
+def _whole_life(name: str, entry: dict, summary: dict, cores: int | None = None) -> ComponentActivity:
     activity, resources = entry.get("activity") or {}, entry.get("resources") or {}
     lifetime = activity.get("lifetime_s") or resources.get("wall_s") or summary.get("wall_time_s") or 0.0
     cpu = None
     if resources.get("cpu_user_s") is not None:
         cpu = resources["cpu_user_s"] + resources.get("cpu_system_s", 0.0)
-    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu)
+    wall = resources.get("wall_s") or lifetime
+    return _activity(name, entry["pid"], entry["tree"], lifetime, False, cpu_s=cpu, wall_s=wall, cores=cores)
 
 
 def _read_json(path: Path) -> dict:

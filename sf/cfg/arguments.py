@@ -507,7 +507,8 @@ def _run_flags(g: _Group) -> None:
     g.integer(
         "experiment_summaries_interval",
         10,
-        "seconds between the timing snapshots each component sends (timing/ TensorBoard scalars, CPU %%)",
+        "seconds between the timing snapshots kept in profile_series.jsonl and TensorBoard (timing/ and profile/ "
+        "scalars, CPU %%); components send one every 2 s or more often for the live view",
     )
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")

@@ -36,6 +36,7 @@ from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import RegistrySnapshot, restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.orphans import named_semaphores
 from sf.runtime.policy_store import SharedPolicyStore
@@ -210,11 +211,7 @@ class NodeAgent:
         self.seq = 0
         chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
-            [
-                time.monotonic() + cfg.experiment_summaries_interval,
-                cfg.experiment_summaries_interval,
-                lambda: self._share_tree("timing"),
-            ],
+            [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree("timing")],
         ]
         while not self._stopped():
             self._take_requests()

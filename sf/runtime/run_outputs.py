@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sf.profiling import resources
-from sf.profiling.series import append_snapshot
+from sf.profiling.series import append_snapshot, snapshot_record
 from sf.utils.roles import profile_order
 from sf.utils.timing import Timing
 
@@ -33,10 +33,11 @@ class ProfileRecords:
         final: bool,
         t: float,
         frames: int,
+        series: bool = True,
     ) -> dict:
-        """Keep a component's tree (final, or a periodic snapshot) and append it to the series with the runner's
-        clock `t` and the session's `frames` at arrival, so a report can take a steady-state window and `--compare`
-        can tell a change from interval-to-interval noise."""
+        """Keep a component's tree (final, or a periodic snapshot) and, with `series`, append it to the series with
+        the runner's clock `t` and the session's `frames` at arrival, so a report can take a steady-state window and
+        `--compare` can tell a change from interval-to-interval noise. Returns the series record."""
         entry = {"name": name, "pid": pid, "tree": tree}
         if name in self.nodes:
             entry["node"] = self.nodes[name]
@@ -47,8 +48,10 @@ class ProfileRecords:
         if activity is not None:
             entry["activity"] = activity
         self.profiles[name] = entry
-        append_snapshot(self.series_path, t, frames, entry, final)
-        return entry
+        record = snapshot_record(t, frames, entry, final)
+        if series:
+            append_snapshot(self.series_path, record)
+        return record
 
     def set_transfer(self, name: str, stats: dict) -> None:
         self.node_stats[name] = stats

@@ -11,6 +11,10 @@ from collections import deque
 from sf.profiling import staleness
 
 FPS_WINDOWS_S = (10, 60, 300)
+FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
+    "fps": "frames of this session / wall time, start-up included (the Collected line)",
+    "fps_steady": "frames / seconds from the first trained batch to the end",
+}
 
 
 class Progress:
@@ -102,6 +106,7 @@ class Progress:
             "env_frames": dict(self.env_steps),
             "fps": frames / wall if wall > 0 else 0.0,
             "fps_steady": steady if steady == steady else None,
+            "fps_windows": FPS_WINDOWS,
             "wall_time_s": wall,
             "avg_episode_reward": {
                 p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)

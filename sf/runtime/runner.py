@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import time
 
-from sf.profiling import resources, staleness, timeline
+from sf.cfg.arguments import cfg_to_dict
+from sf.profiling import resources, staleness, tb_layout, timeline
 from sf.profiling.activity import activity_level, activity_of
+from sf.profiling.live_feed import LIVE_INTERVAL_S
 from sf.profiling.series import SERIES_FILE
 from sf.runtime.errors import last_line
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.live_status import LiveStatus
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
 from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
@@ -50,6 +53,9 @@ class Runner(Component):
         self.timeline: timeline.Recorder | None = None  # set by the placement with --profiling_timeline
         self.node_restarts = 0
         self.frames_lost = 0
+        self.live = LiveStatus(experiment.dir, cfg_to_dict(cfg))  # profile_live.jsonl and the progress verdict
+        self.series_marks: dict[str, float] = {}  # component -> when its last snapshot went into the series
+        self.shares = tb_layout.ShareScalars()
         self.handlers = {
             "learner_stats": self._on_learner_stats,
             "staleness": self.staleness.add,
@@ -85,6 +91,7 @@ class Runner(Component):
 
     def on_start(self) -> None:
         every, schedule = self.loop.every, self.schedule
+        self.experiment.writer(0).add_custom_scalars(tb_layout.layout())
         every(schedule.report_s, self.report, owner=self)
         if schedule.save_s is not None:
             every(schedule.save_s, self._request_save, owner=self)
@@ -104,19 +111,39 @@ class Runner(Component):
                 self.request_stop("ok")
 
     def on_profile(
-        self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None, final: bool = True
+        self,
+        name: str,
+        pid: int,
+        tree: dict,
+        res: dict | None = None,
+        activity: dict | None = None,
+        final: bool = True,
+        series: bool = True,
     ) -> None:
-        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot)."""
+        """A component's Timing tree, its process's resources and its work/wait split (final or a snapshot): kept,
+        sent to the live feed and, with `series` or when final, appended to profile_series.jsonl."""
         t = time.monotonic() - self.start_time
-        self.records.record(name, pid, tree, res, activity, final, t, sum(self.progress.session_frames().values()))
+        frames = sum(self.progress.session_frames().values())
+        record = self.records.record(name, pid, tree, res, activity, final, t, frames, series or final)
+        self.live.snapshot(record)
 
     def _on_timing(
         self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None
     ) -> None:
-        """A periodic snapshot: keep it for the exit report, write its top-level keys and CPU % to TensorBoard."""
+        """A periodic snapshot: keep it for the exit report and the live feed; every --experiment_summaries_interval
+        also in the series, with its top-level keys, shares and CPU % in TensorBoard."""
         with self.timing.add_time("timing_scalars"):
-            self.on_profile(name, pid, tree, res, activity, final=False)
-            self._write_timing(name, activity_level(tree), res)
+            now = time.monotonic()
+            since = now - self.series_marks.get(name, -1e9)
+            due = since >= self.cfg.experiment_summaries_interval - LIVE_INTERVAL_S / 2
+            self.on_profile(name, pid, tree, res, activity, final=False, series=due)
+            if due:
+                self.series_marks[name] = now
+                level = activity_level(tree)
+                self._write_timing(name, level, res)
+                lifetime = (activity or {}).get("lifetime_s")
+                frames = self.progress.total_frames()
+                self.experiment.write_scalars(0, frames, self.shares.scalars(name, level, lifetime))
 
     def _on_node_restarted(self, name: str, node: str, cause: str, frames_lost: int, restarts_left: int) -> None:
         self.node_restarts += 1
@@ -182,16 +209,18 @@ class Runner(Component):
             self._report()
 
     def _report(self) -> None:
-        progress = self.progress
-        fps = progress.sample_fps(time.monotonic())
-        log.info("%s", progress.progress_line(fps))
+        progress, now = self.progress, time.monotonic()
+        fps = progress.sample_fps(now)
+        recent = {p: self.staleness.take_recent(p) for p in progress.env_steps}
+        bound = self.live.progress(self._progress_record(now, fps, recent))
+        log.info("%s%s", progress.progress_line(fps), bound)
         for p in progress.env_steps:
             reward = round(progress.avg_reward(p), 3)
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": reward}
             length = progress.avg_episode_length(p)
             if length is not None:
                 scalars["len/avg_episode_length"] = length
-            ages, lags = self.staleness.take_recent(p)
+            ages, lags = recent[p]
             if ages:
                 scalars["perf/trajectory_age_p50_s"] = staleness.age_quantile(ages, 0.5)
                 scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(ages, 0.95)
@@ -199,6 +228,24 @@ class Runner(Component):
                 self.experiment.write_histogram(p, progress.env_steps[p], "perf/policy_lag", lags)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
         self.experiment.flush_scalars()
+
+    def _progress_record(self, now: float, fps: list[float], recent: dict[int, tuple[dict, dict]]) -> dict:
+        """What the progress line says, as numbers for the live feed (policy 0's lag; ages over every policy)."""
+        ages: dict[int, int] = {}
+        for policy_ages, _ in recent.values():
+            staleness.add_counts(ages, policy_ages)
+        stats = self.progress.last_stats.get(0) or {}
+        lag = stats.get("policy_lag")
+        return {
+            "t": now - self.start_time,
+            "frames": sum(self.progress.session_frames().values()),
+            "fps_10s": fps[0] if fps[0] == fps[0] else None,
+            "fps_60s": fps[1] if fps[1] == fps[1] else None,
+            "policy_lag": lag if lag is not None and lag == lag else None,
+            "policy_lag_max": stats.get("policy_lag_max"),
+            "trajectory_age_p50_s": staleness.age_quantile(ages, 0.5),
+            "trajectory_age_p95_s": staleness.age_quantile(ages, 0.95),
+        }
 
     def summary(self) -> dict:
         return {

@@ -37,6 +37,7 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
 from sf.runtime.checkpoint import Loaded
 from sf.runtime.errors import error_line
@@ -331,7 +332,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         learner = Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale, shared["resume"].get(a))
         loop.add(learner)
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
-    loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
+    loop.every(snapshot_interval(cfg), lambda: _share_timings(loop, queues[RUNNER]))
     return loop
 
 

@@ -19,6 +19,7 @@ import torch._dynamo  # noqa: F401
 
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime.batcher import Batcher
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.errors import error_line, last_line
@@ -59,7 +60,7 @@ def run_serial(
     for w in range(cfg.num_workers):
         loop.add(RolloutWorker(cfg, w, buffers))
     loop.add(runner)
-    loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop))
+    loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
 
     resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
     if cfg.profiling_timeline:
