@@ -303,7 +303,7 @@ COMPARE_ROW = re.compile(r"^[ *] (\S+) ")
 
 @pytest.mark.parametrize("sample", by_run("report simulation"), ids=_ids(by_run("report simulation")))
 def test_report_samples(sample, sleepy_run):
-    from sf.analysis.report import run_report
+    from sf.analysis.cli import run_report
 
     output = run_report(sleepy_run)
     assert check_table(sample, output, r"^component ", 1, REPORT_ROW, rows="all") == []
@@ -324,7 +324,7 @@ def test_compare_samples(sample, sleepy_run):
 
 @pytest.mark.parametrize("sample", by_run("report (format)"), ids=_ids(by_run("report (format)")))
 def test_report_format_samples(sample, sleepy_run):
-    from sf.analysis.report import run_report
+    from sf.analysis.cli import run_report
 
     output = run_report(sleepy_run)
     fixed = re.compile(r"^(window: .*|component .*|who waits on whom:|  what if:)$")

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sf.analysis.compare import run_compare
-from sf.analysis.report import run_report
+from sf.analysis.cli import run_compare, run_report
 from tests.test_profile_compare import slowed_copy
 
 pytestmark = pytest.mark.slow

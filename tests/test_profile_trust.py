@@ -10,11 +10,14 @@ import pytest
 
 from sf.analysis.advice import advise
 from sf.analysis.bottleneck import assess, cpu_by_kind, process_loads
+from sf.analysis.cli import run_report
 from sf.analysis.compare import compare
 from sf.analysis.consistency import check
-from sf.analysis.report import build_report, format_text, run_report
+from sf.analysis.report import build_report, format_text
 from sf.analysis.report_html import compare_page
 from sf.analysis.run_data import ComponentActivity, Experiment, load_experiment
+from sf.profiling.activity import Activity
+from sf.utils.roles import Role
 from tests.test_profile_report import node, simulation_bound, write_experiment
 
 
@@ -23,7 +26,16 @@ def activity(name, role, pid, lifetime, tree, cpu=None, wall=None, cores=2):
     waits = {k: v["time"] for k, v in tree.items() if k.startswith("wait_")}
     overhead = tree.get("loop_overhead", {"time": 0.0})["time"]
     return ComponentActivity(
-        name, pid, role, lifetime, work, sum(waits.values()), overhead, waits, tree, cpu, 0.0, cores, True, wall
+        name,
+        pid,
+        Role(role),
+        Activity(lifetime, work, sum(waits.values()), overhead, waits),
+        tree,
+        cpu,
+        0.0,
+        cores,
+        True,
+        wall,
     )
 
 
@@ -161,4 +173,4 @@ def test_compare_page_is_self_contained_and_lists_the_marked_keys(tmp_path):
 def test_a_window_with_no_life_shows_no_share(seconds):
     """A component whose loop did not live in the window has no shares to show, not a division by zero."""
     c = activity("Learner 0", "Learner", 1, seconds, {"train": node(0.0)})
-    assert c.share(1.0) == 0.0
+    assert c.activity.share(1.0) == 0.0

@@ -15,11 +15,11 @@ from gymnasium import spaces
 pytest.importorskip("envpool")
 
 from sf.cfg.arguments import parse_full_cfg  # noqa: E402
-from sf.cfg.errors import ConfigError  # noqa: E402
 from sf.envs.episodes import reported_episode  # noqa: E402
 from sf.envs.registry import create_vector_env  # noqa: E402
 from sf.envs.spaces import UnsupportedSpaceError  # noqa: E402
 from sf.envs.vector import VectorConfig, batch_action_converter, batch_obs_converter  # noqa: E402
+from sf.utils.errors import ConfigError  # noqa: E402
 from sf_examples.atari.atari_envs import atari_defaults, register_atari_envs  # noqa: E402
 from sf_examples.mujoco.mujoco_envs import register_mujoco_envs  # noqa: E402
 

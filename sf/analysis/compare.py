@@ -35,12 +35,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
-from sf.analysis.charts import ChangeBar, change_bars
-from sf.analysis.json_safe import finite_json
-from sf.analysis.run_data import Experiment, load_experiment
+from sf.analysis.run_data import Experiment
 from sf.profiling.series import Snapshot
 from sf.utils.roles import Role, role_of
 
@@ -281,19 +278,3 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
             f"{r.noise:>6.0%}"
         )
     return "\n".join(lines)
-
-
-def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = False) -> str:
-    """Diff `run_dir` against `baseline_dir`; write profiling/compare.html and compare.png in `run_dir`; return what
-    to print."""
-    from sf.analysis.report_html import write_compare_page
-
-    baseline, run = load_experiment(baseline_dir), load_experiment(run_dir)
-    comparison = compare(baseline, run)
-    out = Path(run_dir) / "profiling"
-    out.mkdir(exist_ok=True)
-    change_bars([ChangeBar(r.key, r.change, r.noise, r.marked) for r in comparison.rows], out / "compare.png")
-    write_compare_page(comparison, run, baseline, out / "compare.html")
-    if as_json:
-        return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
-    return format_text(comparison)

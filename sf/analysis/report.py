@@ -5,17 +5,15 @@ The text, `--json` and `profiling/report.html` all render the same `Report`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from sf.analysis.advice import Move, advise
 from sf.analysis.bottleneck import Verdict
-from sf.analysis.charts import ActivityBar, ShareBar, activity_bars, share_bars
+from sf.analysis.charts import ShareBar
 from sf.analysis.consistency import check, clip_share
 from sf.analysis.json_safe import finite_json
-from sf.analysis.run_data import UNATTRIBUTED, ComponentActivity, Experiment, load_experiment
+from sf.analysis.run_data import UNATTRIBUTED, ComponentActivity, Experiment
 from sf.profiling.activity import WAIT_PREFIX
 from sf.utils.roles import Role
 
@@ -236,21 +234,3 @@ def hotspot_items(report: Report, per_component: int = 3, top: int = 15) -> list
         if share > 0
     ]
     return sorted(items, key=lambda item: -item.share)[:top]
-
-
-def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
-    """Build the report, write report.html (and the charts as PNG files) into profiling/, return what to print."""
-    from sf.analysis.report_html import write_report_page
-
-    experiment = load_experiment(experiment_dir)
-    report = build_report(experiment)
-    out = Path(experiment_dir) / "profiling"
-    out.mkdir(exist_ok=True)
-    activity_bars(
-        [ActivityBar(r.name, r.work, r.wait, r.overhead) for r in report.components],
-        f"verdict: {report.verdict.kind}-bound",
-        out / "report_activity.png",
-    )
-    share_bars(hotspot_items(report), "% of the component's lifetime", out / "report_hotspots.png")
-    write_report_page(report, experiment, out / "report.html")
-    return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sf.cfg.arguments import cfg_to_dict
-from sf.cfg.errors import ConfigError
 from sf.runtime.checkpoint import CheckpointManager, Loaded
+from sf.utils.errors import ConfigError
 
 log = logging.getLogger("sf")
 

@@ -6,7 +6,7 @@ direct cost, which a machine shared with other work disturbs far less than throu
 the unwatched runs alternate with the same command run from another checkout (the code before the live feed), to
 price the feed itself.
 
-    python benchmarks/bench_watch_cost.py [--rounds 3] [--frames 1000000] [--before /path/to/other/tree] [--out f.json]
+    python -m sf.bench.watch_cost [--rounds 3] [--frames 1000000] [--before /path/to/other/tree] [--out f.json]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from sf.benchmark import COLLECTED, SUITES
+from sf.bench.suites import COLLECTED, SUITES
 
 
 def _train(suite, frames: int, train_dir: str, cwd: Path, watch: bool) -> tuple[float, dict]:
@@ -98,7 +98,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     suite = SUITES["cartpole"]
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     arms = ["unwatched", "watched"] + (["before"] if args.before else [])
     fps: dict[str, list[float]] = {arm: [] for arm in arms}
     watcher_cpu: list[float] = []
