@@ -55,9 +55,10 @@ class InferenceWorker(Component):
             }
 
     def on_start(self) -> None:
-        self.model.eval()
-        if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
-            seed_sampling(torch.initial_seed() % 2**32)
+        with self.timing.add_time("init"):  # loading the kernel's compiled code takes a few tenths of a second
+            self.model.eval()
+            if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
+                seed_sampling(torch.initial_seed() % 2**32)
 
     def _on_request(self, msg: PolicyRequest) -> None:
         self.requests.append(msg)

@@ -245,16 +245,17 @@ _new = tuple.__new__  # a NamedTuple from its fields, without a Python call
 
 def encode(dest: str, msg: Message) -> tuple:
     """What a queue carries for `msg` to `dest`: `(dest, code, fields)`, nothing but builtins to pickle."""
-    if type(msg) is Flow:
-        inner = msg.message
-        return dest, _FLOW, (msg.flow_id, _CODE[type(inner)], tuple(inner))
-    return dest, _CODE[type(msg)], tuple(msg)
+    kind = type(msg)
+    if kind is not Flow:
+        return dest, _CODE[kind], tuple(msg)
+    inner = msg.message
+    return dest, _FLOW, (msg.flow_id, _CODE[type(inner)], tuple(inner))
 
 
 def decode(wire: tuple) -> tuple[str, Message]:
     """`(dest, message)` from what `encode` made."""
     dest, code, fields = wire
-    if code == _FLOW:
-        flow_id, code, fields = fields
-        return dest, Flow(flow_id, _new(KINDS[code], fields))
-    return dest, _new(KINDS[code], fields)
+    if code != _FLOW:
+        return dest, _new(KINDS[code], fields)
+    flow_id, code, fields = fields
+    return dest, Flow(flow_id, _new(KINDS[code], fields))
