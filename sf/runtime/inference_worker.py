@@ -56,7 +56,8 @@ class InferenceWorker(Component):
     def on_start(self) -> None:
         self.model.eval()
         if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
-            seed_sampling(torch.initial_seed() % 2**32)
+            with self.timing.add_time("init"):  # the first call loads the compiled kernels: up to a second
+                seed_sampling(torch.initial_seed() % 2**32)
 
     def _on_request(self, worker: int, split: int, slots: list[int], steps: list[int]) -> None:
         self.requests.append((worker, split, slots, steps))
