@@ -36,6 +36,7 @@ from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
+from sf.runtime import process_start
 from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.names import (
@@ -154,23 +155,28 @@ class NodeAgent:
         self.processes: dict[str, mp.Process] = {}
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            # as on the driver's node: forked from a server that imported torch and sf once, not spawned each
+            start_ctx = process_start.component_context(
+                process_start.preload_modules(spec.envs), cfg.force_envs_single_thread
+            )
             for p in range(cfg.num_policies):
                 for i in spec.inference_workers:
                     self.processes[inference_worker_name(p, i)] = start_component_process(
-                        ctx, "inference", p, i, shared
+                        start_ctx, "inference", p, i, shared
                     )
             for w in spec.workers:
-                self.processes[rollout_worker_name(w)] = start_component_process(ctx, "rollout", w, None, shared)
+                self.processes[rollout_worker_name(w)] = start_component_process(start_ctx, "rollout", w, None, shared)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.thread = threading.Thread(target=self._forward, name=spec.name, daemon=True)
         self.thread.start()
         pids = {label: proc.pid for label, proc in self.processes.items()}
         pids[spec.name] = os.getpid()
+        owned = {*pids.values(), *process_start.server_pids()}
         return (
             this_node(),
             pids,
-            Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()}, tuple(self.semaphores)),
+            Remains({pid: psutil.Process(pid).create_time() for pid in owned}, tuple(self.semaphores)),
         )
 
     def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
@@ -345,7 +351,8 @@ class NodeAgent:
         deadline = time.monotonic() + EXIT_WAIT_S
         for proc in self.processes.values():
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        end_orphans(self.keep)
+        end_orphans(self.keep | process_start.server_pids())  # a killed worker's engines hold the server
+        process_start.stop_server()
         adopt_orphans(False)
         try:
             for msg in self.inbox.get_many(block=False):
