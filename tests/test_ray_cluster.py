@@ -91,8 +91,10 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
         assert profile[name]["node"]["ray_node_id"] == head
     agent = profile["NodeAgent_1"]
     assert agent["node"]["ray_node_id"] == second
-    assert {"gather", "put", "update_weights"} <= set(agent["tree"])
+    assert {"gather", "update_weights"} <= set(agent["tree"])
     transfer = agent["transfer"]
+    # chunks of at most a batch's worth (256 / 32 = 8 trajectories)
+    assert transfer["chunks_sent"] * 8 >= transfer["trajectories_sent"] > 0
     # every frame the learner counted crossed from the second node, each trajectory as one whole slot
     assert transfer["frames_sent"] >= summary["env_frames"]["0"]
     assert transfer["frames_sent"] == transfer["trajectories_sent"] * 32

@@ -2,9 +2,10 @@
 
 It starts them exactly as the parallel placement does on one machine (same process code, faster-fifo queues,
 trajectory buffers in this node's shared memory), so a policy request never leaves the node. What the agent
-adds is the way out and in: finished trajectories are copied out of the buffers into chunks put in the node's
-object store, at most `--ray_transfers_in_flight` of them unacknowledged (their slots go back to the rollout
-workers when the driver acknowledges them); weights the driver hands over are written into the node's policy
+adds is the way out and in: finished trajectories are copied out of the buffers into chunks of up to a batch's worth
+(`--ray_chunk_wait_s` bounds how long one fills) that travel in the replies to the driver, at most
+`--ray_transfers_in_flight` of them unacknowledged (their slots go back to the rollout workers when the driver
+acknowledges them); weights the driver hands over are written into the node's policy
 stores, where the inference workers pick them up; messages for the runner (episodes, trees, errors) are passed
 on with the next reply.
 
@@ -32,7 +33,7 @@ import psutil
 import ray
 
 from sf.distributed.cluster import NodeInfo, this_node
-from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack, put
+from sf.distributed.transfer import Chunk, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
@@ -56,6 +57,7 @@ log = logging.getLogger("sf")
 
 TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
 WATCH_S = 0.1
+IDLE_WAIT_S = 0.05  # longest wait for the node's messages between looks at the driver's requests
 EXIT_WAIT_S = 2.0
 
 
@@ -85,7 +87,7 @@ class NodeAgent:
         self.acks: list[int] = []
         self.inbound: list[tuple] = []
         self.wanted: dict[int, WeightsUpdate] = {}
-        self.ready: list[ChunkRef] = []
+        self.ready: list[Chunk] = []
         self.control: list[tuple] = []
         self.versions: dict[int, int] = {}
         self.finished = 0
@@ -113,6 +115,14 @@ class NodeAgent:
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
         self.started_at, self.started_wall = time.monotonic(), time.time()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            # first: the server imports torch and sf while this process builds the node's buffers and stores
+            start_ctx = process_start.component_context(
+                process_start.preload_modules(spec.envs), cfg.force_envs_single_thread
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         ctx = mp.get_context("spawn")
         self.stop_event = ctx.Event()
         env_info = spec.env_info
@@ -155,10 +165,6 @@ class NodeAgent:
         self.processes: dict[str, mp.Process] = {}
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            # as on the driver's node: forked from a server that imported torch and sf once, not spawned each
-            start_ctx = process_start.component_context(
-                process_start.preload_modules(spec.envs), cfg.force_envs_single_thread
-            )
             for p in range(cfg.num_policies):
                 for i in spec.inference_workers:
                     self.processes[inference_worker_name(p, i)] = start_component_process(
@@ -214,11 +220,12 @@ class NodeAgent:
     def _forward_until_stopped(self) -> None:
         cfg = self.spec.cfg
         self.pending: dict[int, list[int]] = defaultdict(list)
+        self.pending_since: dict[int, float] = {}  # policy -> when its oldest waiting trajectory arrived
         self.unacked: dict[int, list[int]] = {}
         self.deferred: list[tuple] = []
         self.exited: set[str] = set()
         self.seq = 0
-        chunk_cap = max(1, trajectories_per_batch(cfg))
+        self.chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
             [time.monotonic(), WATCH_S, self._watch],
             [
@@ -229,13 +236,13 @@ class NodeAgent:
         ]
         while not self._stopped():
             self._take_requests()
-            waiting = any(self.pending.values())
-            if waiting and len(self.unacked) < cfg.ray_transfers_in_flight:
-                self._ship(chunk_cap)
+            due, wait_s = self._due()
+            if due and len(self.unacked) < cfg.ray_transfers_in_flight:
+                self._ship(due)
                 continue
-            with self.timing.add_time("wait_transfer" if waiting else "wait_trajectories"):
+            with self.timing.add_time("wait_transfer" if due else "wait_trajectories"):
                 try:
-                    msgs = self.inbox.get_many(block=True, timeout=0.01 if waiting else 0.05)
+                    msgs = self.inbox.get_many(block=True, timeout=0.01 if due else wait_s)
                 except faster_fifo.Empty:
                     msgs = ()
             for msg in msgs:
@@ -283,22 +290,33 @@ class NodeAgent:
         self.stats["weight_updates"] += 1
         self.stats["weight_bytes_received"] += nbytes(state)
 
-    def _ship(self, cap: int) -> None:
-        """One chunk per policy with trajectories waiting: copy them out, put them in the object store."""
+    def _due(self) -> tuple[list[int], float]:
+        """Policies whose trajectories should leave now: a batch's worth waiting, or the oldest waiting for
+        --ray_chunk_wait_s (each chunk costs a reply, so a fast node sends few large ones and a slow one is not held
+        back); and, with none due, how long until one is."""
+        now, wait_s = time.monotonic(), self.spec.cfg.ray_chunk_wait_s
+        due = [
+            p
+            for p, slots in self.pending.items()
+            if len(slots) >= self.chunk_cap or (slots and now - self.pending_since[p] >= wait_s)
+        ]
+        until = min((self.pending_since[p] + wait_s - now for p, s in self.pending.items() if s), default=IDLE_WAIT_S)
+        return due, min(IDLE_WAIT_S, max(0.001, until))
+
+    def _ship(self, policies: list[int]) -> None:
+        """One chunk per policy in `policies`: copy its trajectories out, to go with the next reply."""
         frames_per_traj = self.spec.cfg.rollout * self.spec.env_info.frameskip
-        for policy_id, slots in self.pending.items():
-            if not slots:
-                continue
-            chosen, self.pending[policy_id] = slots[:cap], slots[cap:]
+        for policy_id in policies:
+            slots = self.pending[policy_id]
+            chosen, self.pending[policy_id] = slots[: self.chunk_cap], slots[self.chunk_cap :]
+            self.pending_since[policy_id] = time.monotonic()  # the rest waits afresh: it fills the next chunk
             with self.timing.add_time("gather"):
                 tensors = pack(self.buffers, chosen)
-            with self.timing.add_time("put"):
-                data = put(tensors)
             self.seq += 1
             self.unacked[self.seq] = chosen
             size = nbytes(tensors)
             with self.cond:
-                self.ready.append(ChunkRef(self.seq, policy_id, len(chosen), size, data))
+                self.ready.append(Chunk(self.seq, policy_id, len(chosen), size, tensors))
                 self.cond.notify_all()
             self.stats["bytes_sent"] += size
             self.stats["chunks_sent"] += 1
@@ -307,7 +325,10 @@ class NodeAgent:
 
     def _on_message(self, msg: tuple) -> None:
         if msg[1] == "trajectories":
-            self.pending[self.policy_of[msg[0]]].extend(msg[2])
+            policy_id = self.policy_of[msg[0]]
+            if not self.pending[policy_id]:
+                self.pending_since[policy_id] = time.monotonic()
+            self.pending[policy_id].extend(msg[2])
             with self.cond:
                 self.finished += len(msg[2])
         else:

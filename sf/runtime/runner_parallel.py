@@ -142,6 +142,10 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         try:
             if profile is not None:
                 profile.begin()
+            if cluster is not None:  # first: other nodes start their agents while this one starts its processes
+                processes.update(
+                    cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
+                )
             # Components are born with SIGINT and SIGTERM blocked (all their threads, and the processes they start,
             # such as VizDoom engines, inherit the mask): only this process reacts, by stopping the run in order,
             # so a signal to the whole process group cannot end an engine or a learner half-way.
@@ -155,10 +159,6 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                     processes[label] = start_component_process(start_ctx, kind, a, b, shared)
                     log.info("started %s pid=%d", label, processes[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            if cluster is not None:
-                processes.update(
-                    cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
-                )
             loop.run()
         except Exception:
             runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]

@@ -1,0 +1,100 @@
+"""--backend=ray across two hosts that are real to Ray: two network namespaces joined by a veth pair limited to
+1 Gbit/s (with 0.2 ms delay where the kernel has netem), made and removed by benchmarks/bench_ray_cluster.py
+(`--hosts=netns`), which runs the CartPole suite there, local and ray side by side."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, read_until, shm_leaked
+
+BENCH = ROOT / "benchmarks" / "bench_ray_cluster.py"
+pytestmark = pytest.mark.slow
+
+
+def _namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def netns_tools():
+    """Root, iproute2 (installed with apt-get where missing) and a kernel that lets root make namespaces."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: it creates network namespaces and a veth pair")
+    if not (shutil.which("ip") and shutil.which("tc")) and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "iproute2"], capture_output=True)
+    if not (shutil.which("ip") and shutil.which("tc")):
+        pytest.skip("needs iproute2 (`ip`, `tc`), which could not be installed")
+    probe = f"sf_probe_{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {made.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", probe], check=True)
+
+
+def _bench(tmp_path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(BENCH), "--suite=cartpole", "--hosts=netns", *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+
+
+def _slot_bytes_per_frame() -> float:
+    """Trajectory bytes per env frame of the CartPole suite, computed from its buffer layout."""
+    from sf.benchmark import SUITES
+    from sf.cfg.arguments import parse_full_cfg
+    from sf.envs.gym_family import register_gym_env
+    from sf.runtime.setup import build_buffers, build_model, probe_env
+
+    register_gym_env("CartPole-v1")
+    cfg = parse_full_cfg(list(SUITES["cartpole"].flags))
+    info = probe_env(cfg)
+    buffers = build_buffers(cfg, info, build_model(cfg, info, "cpu").rnn_state_size, shared=False)
+    return sum(t[0].numel() * t.element_size() for t in buffers.all_tensors()) / (cfg.rollout * info.frameskip)
+
+
+def test_cartpole_suite_across_two_namespaces(netns_tools, tmp_path, shm_before):
+    before = _namespaces()
+    out = tmp_path / "netns.json"
+    proc = _bench(tmp_path, "--frames=40000", "--rounds=1", f"--out={out}")
+    text, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, text[-4000:]
+    result = json.loads(out.read_text())
+    assert result["link"].startswith("veth, ") and "rate 1gbit" in result["link"]
+    (ray_run,) = result["ray"]
+    assert ray_run["frames"] >= 40_000
+    # every frame the learner counted crossed from the other namespace, each trajectory as one whole slot
+    assert ray_run["transfer"]["frames_sent"] >= 40_000
+    assert result["bytes_per_frame"] == pytest.approx(_slot_bytes_per_frame())
+    # and over the pair: the link carried at least the trajectories' bytes towards the driver
+    assert ray_run["wire"]["to_driver"] >= ray_run["transfer"]["bytes_sent"]
+    assert result["link_bytes_per_frame"] >= result["bytes_per_frame"]
+    assert 0 < result["ratio"][0] and 0 < result["steady_ratio"][0]
+    assert _namespaces() == before
+    assert not shm_leaked(shm_before)
+
+
+def test_a_terminated_benchmark_removes_what_it_made(netns_tools, tmp_path, shm_before):
+    before = _namespaces()
+    proc = _bench(tmp_path, "--frames=10000000", "--rounds=1")
+    lines: list[str] = []
+    try:
+        read_until(proc, r"^cluster: netns", lines)
+        assert len(_namespaces() - before) == 2  # the head's and the second node's
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert _namespaces() == before  # the pair went with them
+    assert not shm_leaked(shm_before)
