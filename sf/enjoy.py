@@ -11,6 +11,7 @@ import torch
 
 from sf.cfg.arguments import load_cfg_json, resolve_device
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.episodes import reported_episode
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.setup import EnvInfo, build_model
 from sf.utils.logging import setup_logging
@@ -60,7 +61,7 @@ def enjoy(cli_cfg) -> int:
     returns: list[float] = []
     obs = env.reset(seed=cfg.seed)
     rnn = torch.zeros(1, model.rnn_state_size, device=device) if model.rnn_state_size else None
-    episode_return, total_frames = 0.0, 0
+    episode_return, episode_length, total_frames = 0.0, 0, 0
     with torch.no_grad():
         while len(returns) < episodes_wanted and total_frames < cfg.max_num_frames:
             if cfg.save_video and len(frames) < cfg.video_frames:
@@ -68,13 +69,16 @@ def enjoy(cli_cfg) -> int:
             batch = {k: torch.as_tensor(v, device=device).unsqueeze(0) for k, v in obs.items()}
             out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
             rnn = out.new_rnn_states if rnn is not None else None
-            obs, reward, terminated, truncated, _ = env.step(out.actions[0].cpu().numpy())
+            obs, reward, terminated, truncated, info = env.step(out.actions[0].cpu().numpy())
             episode_return += reward
+            episode_length += 1
             total_frames += env.frameskip
             if terminated or truncated:
-                returns.append(episode_return)
-                log.info("episode %d: reward %.3f", len(returns), episode_return)
-                episode_return = 0.0
+                episode = reported_episode(info, episode_return, episode_length, cfg.use_record_episode_statistics)
+                if episode is not None:  # else the env's own episode goes on (a lost life): keep playing it
+                    returns.append(episode[0])
+                    log.info("episode %d: reward %.3f", len(returns), episode[0])
+                episode_return, episode_length = 0.0, 0
                 obs = env.reset()
                 if rnn is not None:
                     rnn.zero_()

@@ -12,23 +12,71 @@ import signal
 import sys
 import threading
 import traceback
+from dataclasses import replace
+from pathlib import Path
 
 from sf.cfg.arguments import describe_device, resolve_device
-from sf.cfg.errors import ConfigError, error_line
+from sf.utils.errors import ConfigError, error_line
 
 log = logging.getLogger("sf")
 
 EXIT_BAD_INPUT = 2
 
 
-def _resolve_precision(cfg, env_info, device: str, experiment) -> None:
-    """`--precision=auto` made concrete for this device, recorded in config.json and logged where it matters."""
-    from sf.model.precision import resolve_precision
+def _previous_precision(cfg) -> str | None:
+    """The precision a run being resumed used (`precision_in_use`, or in configs from before that key `precision`,
+    which then held the resolved value); None for a new run or a config without one."""
+    import json
+    from pathlib import Path
 
-    cfg.precision = resolve_precision(cfg.precision, device)
+    saved = Path(cfg.train_dir) / cfg.experiment / "config.json"
+    if cfg.restart_behavior != "resume" or not saved.is_file():
+        return None
+    try:
+        config = json.loads(saved.read_text())
+    except (OSError, ValueError):
+        return None
+    in_use = config.get("precision_in_use")
+    used = in_use.get("used") if isinstance(in_use, dict) else config.get("precision")
+    return used if used in ("fp32", "bf16") else None
+
+
+def _resolve_precision(cfg, env_info, device: str, experiment, previous: str | None) -> None:
+    """Say once what precision the run uses and why; a resumed run keeps the one it started with unless
+    --precision is given, and says so when it changes. The request stays in cfg.precision, so each process (and
+    each node of a cluster) resolves it itself; what this one resolved goes to config.json as precision_in_use."""
+    from sf.runtime.setup import has_image_encoder, precision_choice
+
+    image_encoder = has_image_encoder(env_info)
+    if previous is not None and "precision" not in cfg.cli_args and image_encoder:
+        cfg.precision = previous
+    choice = precision_choice(cfg, env_info, device)
+    if previous is not None and image_encoder:
+        if previous != choice.used:
+            log.warning("precision changed on resume: the run started in %s and continues in %s", previous, choice.used)
+        else:
+            choice = replace(choice, reason=f"{choice.reason}; as the run being resumed")
+    cfg.precision_in_use = choice.to_dict()
     experiment.write_config()
-    if any(len(shape) == 3 for shape, _ in env_info.obs_spec.values()):
-        log.info("image encoder in %s", "bfloat16 (autocast)" if cfg.precision == "bf16" else "float32")
+    log.info("precision: %s", choice.describe())
+
+
+def _say_finished(cfg, resume) -> None:
+    frames = {policy: loaded.state["env_steps"] for policy, loaded in resume.checkpoints.items()}
+    log.info(
+        "experiment %s already finished: its checkpoints hold %s env frames (--train_for_env_steps=%d); nothing "
+        "trained, nothing written. Raise --train_for_env_steps to train on, or start over with "
+        "--restart_behavior=restart",
+        Path(cfg.train_dir) / cfg.experiment,
+        frames,
+        cfg.train_for_env_steps,
+    )
+
+
+def _log_changes(changed: dict[str, tuple], kept: Path | None) -> None:
+    listed = "; ".join(f"--{key}: {old} -> {new}" for key, (old, new) in changed.items())
+    kept_as = f"; the previous one is kept as {kept.name}" if kept is not None else ""
+    log.info("resuming with a changed config (%s)%s", listed, kept_as)
 
 
 def run_rl(cfg) -> int:
@@ -36,14 +84,25 @@ def run_rl(cfg) -> int:
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
+    from sf.runtime.checkpoint import CheckpointError
     from sf.runtime.experiment import Experiment
+    from sf.runtime.resume import find_resume_point
     from sf.runtime.setup import probe_env
     from sf.utils.logging import setup_logging
     from sf.utils.process_settings import apply_process_settings
 
     setup_logging(cfg.log_level)
     env_error: Exception | None = None
+    previous_precision = _previous_precision(cfg)  # before config.json is written again
     try:
+        try:
+            resume = find_resume_point(cfg)
+        except CheckpointError as err:
+            log.error("cannot resume: %s", err)
+            return 1
+        if resume is not None and resume.finished(cfg):
+            _say_finished(cfg, resume)
+            return 0
         try:
             env_info = probe_env(cfg)
         except (EnvNotFoundError, UnsupportedSpaceError) as exc:
@@ -54,6 +113,8 @@ def run_rl(cfg) -> int:
             env_error = exc
         try:
             experiment = Experiment(cfg)
+            if resume is not None and resume.changed:
+                _log_changes(resume.changed, experiment.keep_previous_config())
             experiment.write_config()
         except OSError as exc:
             raise ConfigError(
@@ -84,7 +145,9 @@ def run_rl(cfg) -> int:
         return 1
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
-    _resolve_precision(cfg, env_info, device, experiment)
+    _resolve_precision(cfg, env_info, device, experiment, previous_precision)
+    checkpoints = resume.checkpoints if resume is not None else {}
+    resume_paths = {policy: loaded.path for policy, loaded in checkpoints.items()}
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -92,15 +155,15 @@ def run_rl(cfg) -> int:
             from sf.runtime.runner_serial import run_serial
 
             apply_process_settings(cfg, "serial", 0)
-            summary = run_serial(cfg, experiment, env_info, device, stop)
+            summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths)
         elif cfg.backend == "ray":
             from sf.distributed.backend import run_ray
 
-            summary = run_ray(cfg, experiment, env_info, device, stop)
+            summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints)
         else:
             from sf.runtime.runner_parallel import run_parallel
 
-            summary = run_parallel(cfg, experiment, env_info, device, stop)
+            summary = run_parallel(cfg, experiment, env_info, device, stop, resume=checkpoints)
     except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT

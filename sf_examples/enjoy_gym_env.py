@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import sys
 
-from sf.cfg.arguments import main_cfg_or_exit
 from sf.enjoy import enjoy
-from sf.envs.gym_family import register_gym_env
-from sf_examples.train_gym_env import gym_defaults
+from sf.envs.families import family_named
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = main_cfg_or_exit(argv, defaults=gym_defaults, evaluation=True)
-    register_gym_env(cfg.env)
-    return enjoy(cfg)
+    return enjoy(family_named("gym").cfg_or_exit(argv, evaluation=True))
 
 
 if __name__ == "__main__":

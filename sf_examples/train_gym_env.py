@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from sf.cfg.arguments import main_cfg_or_exit
-from sf.envs.gym_family import register_gym_env
+from sf.envs.families import family_named
 from sf.train import run_rl
 
 
@@ -36,9 +35,7 @@ def gym_defaults(env_name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = main_cfg_or_exit(argv, defaults=gym_defaults)
-    register_gym_env(cfg.env)
-    return run_rl(cfg)
+    return run_rl(family_named("gym").cfg_or_exit(argv))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,10 @@ import threading
 
 import faster_fifo
 import gymnasium as gym
+from queue_layout import lock_queue
 
 from sf.cfg.arguments import main_cfg_or_exit
 from sf.envs import register_env
-from sf.runtime.abandoned_locks import lock_mutex, mutex_address
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.train import run_rl
 
@@ -21,7 +21,7 @@ def take_every_lock() -> int:
     taken = 0
     for obj in gc.get_objects():
         if isinstance(obj, faster_fifo.Queue):
-            taken += lock_mutex(mutex_address(obj)) == 0
+            taken += lock_queue(obj)
         elif isinstance(obj, SharedPolicyStore):
             taken += obj.lock.acquire()
     return taken

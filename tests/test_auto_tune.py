@@ -11,12 +11,12 @@ from dataclasses import replace
 import pytest
 
 import sf.bench.cli  # noqa: F401  (imported here, so the budget test times the tuning, not the imports)
-from sf.bench.families import family_of
+from sf.bench.cli import main
 from sf.bench.layouts import UNFIXABLE, Layout, Limits, candidates, replace_flags
 from sf.bench.tune import NOISE, Trial, pick_best
-from sf.benchmark import main
 from sf.cfg.arguments import default_cfg
 from sf.cfg.unsupported import UNSUPPORTED
+from sf.envs.families import family_of
 
 BASE = Layout(
     num_workers=2,

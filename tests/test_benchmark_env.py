@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from conftest import run_sf
 
-from sf.bench.ceiling import measure_ceiling, random_actions
-from sf.bench.families import Family, family_of
+from sf.bench.ceiling import ceiling_processes, measure_ceiling, random_actions
+from sf.bench.cli import main
 from sf.bench.runs import parse_verdict
-from sf.benchmark import main
 from sf.cfg.arguments import default_cfg
 from sf.envs import register_env
+from sf.envs.families import EnvFamily, family_of
+from sf.envs.registry import register_vector_env
 from sf.envs.spaces import ActionSpec
+from sf.envs.vector import VectorConfig, VectorStep
 
 SLEEP_S = 0.002
 FRAMESKIP = 3
@@ -42,11 +44,35 @@ class SleepyEnv(gym.Env):
         return np.zeros(2, np.float32), 1.0, self.t >= 50, False, {}
 
 
+class SleepyVectorEnv:
+    """A vector env whose every batch step sleeps SLEEP_S whatever its size: a pool stepping envs in parallel."""
+
+    obs_spec = {"obs": ((2,), np.dtype(np.float32))}
+    action_spec = ActionSpec((3,), 0)
+    frameskip = FRAMESKIP
+    reward_scale = 1.0
+
+    def __init__(self, config: VectorConfig):
+        self.num_envs = config.num_envs
+
+    def reset(self):
+        return {"obs": np.zeros((self.num_envs, 2), np.float32)}
+
+    def step(self, env_ids, actions):
+        time.sleep(SLEEP_S)
+        n = len(env_ids)
+        return VectorStep({"obs": np.zeros((n, 2), np.float32)}, np.zeros(n, np.float32), *[np.zeros(n, bool)] * 2)
+
+    def close(self):
+        pass
+
+
 def register_sleepy(*_) -> None:
     register_env("sleepy", lambda *args, **kwargs: SleepyEnv())
+    register_vector_env("sleepy", lambda name, cfg, config: SleepyVectorEnv(config))
 
 
-SLEEPY = Family("sleepy", "unused", f"{__name__}:register_sleepy", False)
+SLEEPY = EnvFamily("sleepy", "sleepy", "unused", None, f"{__name__}:register_sleepy")
 
 
 def test_ceiling_sums_processes_and_counts_frameskip():
@@ -58,11 +84,25 @@ def test_ceiling_sums_processes_and_counts_frameskip():
     assert 0.4 * bound < result.fps <= 1.02 * bound  # sleeps only overshoot; a loaded machine overshoots more
 
 
-def test_ceiling_serial_mode_is_one_process():
-    cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, serial_mode=True, async_rl=False)
-    result = measure_ceiling(cfg, SLEEPY, seconds=0.5)
-    assert result.processes == 1 and result.envs == 4
-    assert 0.4 * FRAMESKIP / SLEEP_S < result.fps <= 1.02 * FRAMESKIP / SLEEP_S
+def test_ceiling_steps_on_every_core_whatever_the_layout():
+    """A serial run's one process, or fewer workers than cores, is measured against every core: the layout's envs
+    are spread over as many processes as there are cores (at most one per env)."""
+    serial = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=2, serial_mode=True, async_rl=False)
+    result = measure_ceiling(serial, SLEEPY, seconds=0.5, cores=2)
+    assert result.processes == 2 and result.envs == 4
+    assert 0.4 * 2 * FRAMESKIP / SLEEP_S < result.fps <= 1.02 * 2 * FRAMESKIP / SLEEP_S
+    assert ceiling_processes(serial, cores=1) == 1
+    assert ceiling_processes(default_cfg(num_workers=1, num_envs_per_worker=2), cores=3) == 2  # one env each at most
+    assert ceiling_processes(default_cfg(num_workers=4, num_envs_per_worker=8), cores=2) == 4  # the layout's, more
+
+
+def test_vector_ceiling_steps_a_split_per_call():
+    """2 processes x 4 envs in 2 splits, each call one 2 ms sleep for 2 envs of 3 frames: at most 6,000 frames/s."""
+    cfg = default_cfg(env="sleepy", num_workers=2, num_envs_per_worker=4, envpool=True, set_workers_cpu_affinity=False)
+    result = measure_ceiling(cfg, SLEEPY, seconds=1.0, cores=2)
+    bound = cfg.num_workers * 2 * FRAMESKIP / SLEEP_S
+    assert result.processes == 2 and result.envs == 8
+    assert 0.4 * bound < result.fps <= 1.02 * bound
 
 
 def test_random_actions_cover_each_part_of_the_flat_vector():
@@ -75,6 +115,7 @@ def test_random_actions_cover_each_part_of_the_flat_vector():
 def test_family_of_env_names():
     assert family_of("doom_basic").train_module == "sf_examples.vizdoom.train_vizdoom"
     assert family_of("mujoco_ant").train_module == "sf_examples.mujoco.train_mujoco"
+    assert family_of("atari_breakout").train_module == "sf_examples.atari.train_atari"
     assert family_of("CartPole-v1").train_module == "sf_examples.train_gym_env"
 
 

@@ -16,14 +16,18 @@ from conftest import ROOT, read_scalars, run_sf
 from sf.runtime.checkpoint import CheckpointManager
 
 
+def _state(version: int) -> dict:
+    return {"version": version, "env_steps": version * 100, "model": {}, "optimizer": {}}
+
+
 def test_a_best_checkpoint_needs_to_beat_the_last_by_more_than_a_thousandth(tmp_path):
     manager = CheckpointManager(tmp_path, 0, keep=2)
-    assert manager.save_if_best({"version": 1}, 1, 100, "reward", 10.0) is not None
-    assert manager.save_if_best({"version": 2}, 2, 200, "reward", 10.0005) is None
-    assert manager.save_if_best({"version": 3}, 3, 300, "reward", 9.0) is None
-    path = manager.save_if_best({"version": 4}, 4, 400, "reward", 12.5)
+    assert manager.save_if_best(_state(1), 1, 100, "reward", 10.0) is not None
+    assert manager.save_if_best(_state(2), 2, 200, "reward", 10.0005) is None
+    assert manager.save_if_best(_state(3), 3, 300, "reward", 9.0) is None
+    path = manager.save_if_best(_state(4), 4, 400, "reward", 12.5)
     assert [p.name for p in manager.paths("best")] == [path.name] == ["best_000000004_400_reward_12.500.pth"]
-    assert manager.load("best") == {"version": 4, "best_performance": 12.5}
+    assert manager.load("best") == {**_state(4), "best_performance": 12.5}
     assert manager.paths("latest") == []  # best checkpoints are not part of the periodic rotation
 
 

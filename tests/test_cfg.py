@@ -15,8 +15,8 @@ from sf.cfg.arguments import (
     parse_full_cfg,
     resolve_device,
 )
-from sf.cfg.errors import ConfigError
 from sf.cfg.validate import validate_cfg
+from sf.utils.errors import ConfigError
 
 # the profiling guide's Doom command line, as users copy it
 DOOM_COMMAND = """--env=doom_benchmark --env_frameskip=4 --train_for_env_steps=4000000 --use_rnn=True \
@@ -173,6 +173,13 @@ def test_bad_yaml_value_names_the_flag_and_the_file(yaml_file):
 
 def test_missing_yaml_file_is_an_error():
     assert error_of("--cfg=does_not_exist.yaml").flag == "--cfg"
+
+
+def test_missing_preset_lists_every_preset_also_those_in_subfolders():
+    message = str(error_of("--cfg=nosuch"))
+    listed = message.split("(presets: ")[1].rstrip(")").split(", ")
+    assert listed == sorted(p.relative_to(PRESETS_DIR).with_suffix("").as_posix() for p in PRESETS_DIR.rglob("*.yaml"))
+    assert {"appo_default", "profile/torch_learner"} <= set(listed)
 
 
 def test_callable_defaults_receive_the_env_name_from_yaml(yaml_file):

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from sf.cfg.arguments import default_cfg
-from sf.cfg.errors import ConfigError
-from sf.distributed.placement import parse_worker_groups, plan
+from sf.cfg.validate import parse_worker_groups
+from sf.distributed.placement import plan
+from sf.utils.errors import ConfigError
 
 
 def _cfg(**overrides):

@@ -15,8 +15,8 @@ from conftest import ROOT
 
 import sf_examples
 from sf.cfg.arguments import make_parser, parse_full_cfg
-from sf.cfg.errors import ConfigError
 from sf.cfg.unsupported import UNSUPPORTED
+from sf.utils.errors import ConfigError
 
 # flags the parser consumes itself while building the config
 READ_BY_THE_PARSER = {"cfg": "names the YAML file whose keys are layered under the command line"}

@@ -18,8 +18,8 @@ from sf.model import create_actor_critic
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.learner import Learner
-from sf.runtime.names import RUNNER, batcher_name
 from sf.runtime.policy_store import LocalPolicyStore
+from sf.utils.roles import RUNNER, batcher_name
 
 torch.set_num_threads(1)
 
@@ -54,10 +54,13 @@ def make_cfg(tmp_path, *flags: str):
     )
 
 
-def make_learner(cfg, tmp_path) -> Learner:
+def make_learner(cfg, tmp_path, resume: bool = False) -> Learner:
+    """A learner of policy 0 saving under `tmp_path`; with `resume`, continuing from its newest checkpoint."""
     torch.manual_seed(0)
     model = create_actor_critic(OBS_SPEC, ACTION_SPEC, cfg)
-    learner = Learner(cfg, 0, model, LocalPolicyStore(), "cpu", CheckpointManager(tmp_path / "ckpt", 0, keep=2), 1.0)
+    checkpoints = CheckpointManager(tmp_path / "ckpt", 0, keep=2)
+    resume_from = checkpoints.newest().path if resume else None
+    learner = Learner(cfg, 0, model, LocalPolicyStore(), "cpu", checkpoints, 1.0, resume_from)
     loop = EventLoop(routes={RUNNER: queue.Queue(), batcher_name(0): queue.Queue()})
     loop.add(learner)
     learner.on_start()
@@ -292,6 +295,6 @@ def test_kl_adaptive_learning_rate_follows_exact_kl_and_survives_resume(tmp_path
     assert learner.lr == pytest.approx(1e-3 / 1.5)
     learner.save()
 
-    resumed = make_learner(make_cfg(tmp_path, *flags), tmp_path)
+    resumed = make_learner(make_cfg(tmp_path, *flags), tmp_path, resume=True)
     assert resumed.lr == pytest.approx(1e-3 / 1.5)
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 / 1.5)

@@ -364,14 +364,19 @@ def test_bf16_encoder_keeps_float32_outputs_and_gradients_close_to_fp32():
         assert torch.nn.functional.cosine_similarity(a.grad.flatten(), b.grad.flatten(), dim=0) > 0.99
 
 
-def test_auto_precision_is_bf16_only_on_cpus_with_amx(monkeypatch):
+def test_auto_precision_is_float32_with_or_without_amx(monkeypatch):
+    """bfloat16 is opt-in: auto resolves to fp32 on every device, and the reason says what the CPU has."""
     from sf.model import precision
 
     for amx in (True, False):
-        precision.resolve_precision.cache_clear()
         monkeypatch.setattr(precision, "amx_available", lambda amx=amx: amx)
-        assert precision.resolve_precision("auto", "cpu") == ("bf16" if amx else "fp32")
+        assert precision.resolve_precision("auto", "cpu") == "fp32"
         assert precision.resolve_precision("auto", "cuda") == "fp32"
         assert precision.resolve_precision("bf16", "cuda") == "bf16"
         assert precision.resolve_precision("fp32", "cpu") == "fp32"
-    precision.resolve_precision.cache_clear()
+        choice = precision.choose_precision("auto", "cpu")
+        assert (choice.used, choice.amx) == ("fp32", amx)
+        assert ("AMX found" if amx else "no AMX") in choice.reason and "--precision=bf16" in choice.reason
+        opted = precision.choose_precision("bf16", "cpu")
+        assert opted.used == "bf16" and ("emulated" in opted.reason) == (not amx)
+        assert precision.choose_precision("bf16", "cpu", image_encoder=False).used == "fp32"

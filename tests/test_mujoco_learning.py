@@ -57,3 +57,20 @@ def test_halfcheetah_serial_beats_sample_factory(tmp_path):
         timeout=900,
     )
     assert summary["avg_episode_reward"]["0"] >= 2400
+
+
+@pytest.mark.slow
+def test_halfcheetah_through_envpool_learns_as_the_gymnasium_path(tmp_path):
+    """The same command stepped through EnvPool (docs/envpool.md records both runs side by side)."""
+    pytest.importorskip("envpool")
+    summary = _train(
+        tmp_path,
+        "--env=mujoco_halfcheetah",
+        "--envpool=True",
+        "--serial_mode=True",
+        "--async_rl=False",
+        "--train_for_env_steps=1000000",
+        "--seed=1",
+        timeout=900,
+    )
+    assert summary["avg_episode_reward"]["0"] >= 2400

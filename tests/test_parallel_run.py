@@ -110,9 +110,10 @@ def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
     assert not shm_leaked(shm_before)
 
 
-def test_worker_killed_holding_every_lock_ends_the_run_with_every_other_profile(tmp_path, shm_before):
+def test_worker_killed_holding_every_lock_ends_the_run_and_nothing_unlocks_them(tmp_path, shm_before):
     """Rollout worker 0 takes the runner's inbox, the learner's, every worker's and the policy store's locks, then is
-    killed: nothing may wait for those locks forever."""
+    killed. Nothing may unlock them (a forced unlock can hand a reader half a message): the queues are dead, and so is
+    the run, which still ends within seconds with the cause, its own profile and nothing left behind."""
     proc = _start(
         [
             "--env=lock_holding_cartpole",
@@ -129,16 +130,40 @@ def test_worker_killed_holding_every_lock_ends_the_run_with_every_other_profile(
         assert int(taken.group(1)) >= 5  # runner, learner, both rollout workers' inboxes, the policy store
         pids = started_pids(lines)
         os.kill(pids["RolloutWorker_w0"], signal.SIGKILL)
+        killed_at = time.monotonic()
         rest, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - killed_at
     finally:
         proc.kill()
     out = "".join(lines) + rest
-    assert proc.returncode != 0
+    assert proc.returncode == 1, out[-3000:]
+    assert took < 6, took
     summary = json.loads((tmp_path / "locks" / "summary.json").read_text())
-    assert summary["status"] == "error" and "RolloutWorker_w0" in summary["error"]
-    assert "left locked by thread" in out
-    for name in ("Learner 0", "Batcher 0", "RolloutWorker_w1", "InferenceWorker_p0-w1"):
-        assert f"{name} profile tree view:" in out, name
+    assert summary["status"] == "error" and summary["error"] == "RolloutWorker_w0 exited with code -9 (SIGKILL)"
+    assert "unlocked" not in out
+    assert "Runner profile tree view:" in out and "Collected {0: " in out
+    assert all(not alive(pid) for pid in pids.values())
+    assert not shm_leaked(shm_before)
+
+
+def test_a_stopped_rollout_worker_is_named_and_the_run_ends_within_the_heartbeat_timeout(tmp_path, shm_before):
+    """SIGSTOP: a hung simulator, as the run sees it. Its heartbeat stops; past --heartbeat_timeout_sec it is named
+    and killed, and the others stop in order."""
+    proc, out, took, pids = _interrupt_running(
+        tmp_path,
+        "stopped",
+        lambda _, pids: os.kill(pids["RolloutWorker_w0"], signal.SIGSTOP),
+        ["--heartbeat_timeout_sec=3"],
+    )
+    assert proc.returncode == 1, out[-3000:]
+    assert took < 3 + 5, took
+    summary = json.loads((tmp_path / "stopped" / "summary.json").read_text())
+    assert summary["status"] == "error"
+    assert summary["error"] == (
+        f"RolloutWorker_w0 (pid {pids['RolloutWorker_w0']}) sent no heartbeat for 3 s (--heartbeat_timeout_sec): "
+        "stopped or hung"
+    )
+    assert "Learner 0 profile tree view:" in out
     assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 

@@ -7,12 +7,13 @@ import os
 import types
 
 import pytest
+import torch
 
 from sf.utils.process_settings import THREAD_VARIABLES, apply_process_settings, thread_limits, worker_core
 
 
 def _apply_and_report(
-    queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int, learner_priority: bool
+    queue, niceness: int, pin: bool, kind: str, index: int, env_threads: int, learner_priority: bool, async_rl: bool
 ) -> None:
     cfg = types.SimpleNamespace(
         keep_freed_memory=False,
@@ -20,20 +21,33 @@ def _apply_and_report(
         set_workers_cpu_affinity=pin,
         env_threads=env_threads,
         learner_priority=learner_priority,
+        async_rl=async_rl,
     )
     apply_process_settings(cfg, kind, index)
-    queue.put({"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": sorted(os.sched_getaffinity(0))})
+    queue.put(
+        {
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "cores": sorted(os.sched_getaffinity(0)),
+            "torch_threads": torch.get_num_threads(),
+        }
+    )
 
 
 def _probe(
-    niceness: int, pin: bool, kind: str, index: int, env_threads: int = 1, learner_priority: bool = False
+    niceness: int,
+    pin: bool,
+    kind: str,
+    index: int,
+    env_threads: int = 1,
+    learner_priority: bool = False,
+    async_rl: bool = True,
 ) -> dict:
     """The settings a component process of `kind` ends up with, applied in a forked child (fast: torch is already
     imported) so this process keeps its own priority and cores."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(
-        target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads, learner_priority)
+        target=_apply_and_report, args=(queue, niceness, pin, kind, index, env_threads, learner_priority, async_rl)
     )
     child.start()
     seen = queue.get(timeout=60)
@@ -83,9 +97,9 @@ def test_a_worker_stepping_envs_on_two_threads_gets_two_cores():
 def test_only_rollout_workers_are_pinned_and_serial_keeps_its_priority():
     everywhere = sorted(os.sched_getaffinity(0))
     lower = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
-    assert _probe(lower, True, "inference", 1) == {"nice": lower, "cores": everywhere}
+    assert _probe(lower, True, "inference", 1) == {"nice": lower, "cores": everywhere, "torch_threads": 1}
     serial = _probe(lower, True, "serial", 0)
-    assert serial == {"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": everywhere}
+    assert serial == {"nice": os.getpriority(os.PRIO_PROCESS, 0), "cores": everywhere, "torch_threads": 1}
 
 
 def test_worker_core_cycles_through_the_allowed_cores():
@@ -104,3 +118,11 @@ def test_learner_priority_puts_collection_five_nice_levels_below_the_learner():
     lower = min(19, launched + 2)
     assert _probe(lower, False, "rollout", 0, learner_priority=True)["nice"] == min(19, lower + 5)
     assert _probe(lower, False, "learner", 0, learner_priority=True)["nice"] == lower
+
+
+def test_a_synchronous_runs_learner_trains_on_every_core():
+    """Collection waits for the learner's weights in synchronous training; beside running collection, one thread."""
+    cores = len(os.sched_getaffinity(0))
+    assert _probe(0, False, "learner", 0, async_rl=False)["torch_threads"] == cores
+    assert _probe(0, False, "learner", 0, async_rl=True)["torch_threads"] == 1
+    assert _probe(0, False, "inference", 0, async_rl=False)["torch_threads"] == 1

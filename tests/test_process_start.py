@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conftest import ROOT, alive, read_until, shm_leaked, started_pids
 
+from sf.envs.registry import RegistrySnapshot
 from sf.runtime.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
 
 
@@ -31,7 +32,13 @@ def test_the_server_preloads_sf_and_the_modules_that_registered_the_envs():
         "doom_health": _factory_of("sf_examples.vizdoom.doom_envs"),
         "ant": _factory_of("my.mujoco_envs"),
     }
-    assert preload_modules(factories) == [*BASE_PRELOAD, "my.mujoco_envs", "sf_examples.vizdoom.doom_envs"]
+    vector_factories = {"ant": _factory_of("my.envpool_mujoco")}
+    assert preload_modules(RegistrySnapshot(factories, vector_factories)) == [
+        *BASE_PRELOAD,
+        "my.envpool_mujoco",
+        "my.mujoco_envs",
+        "sf_examples.vizdoom.doom_envs",
+    ]
 
 
 def _status_mask(pid: int, field: str) -> int:

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from sf.profiling.compare import MIN_CHANGE, Z, compare
-from sf.profiling.run_data import load_experiment
+from sf.analysis.compare import MIN_CHANGE, Z, compare
+from sf.analysis.run_data import load_experiment
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT

@@ -1,7 +1,6 @@
 """`python -m sf.profile report`: the verdict on runs built to be limited by one kind of work, the what-if arithmetic
 on a hand-made experiment, and the outputs (text, JSON, HTML with inline charts, PNGs)."""
 
-import base64
 import json
 import shutil
 import subprocess
@@ -10,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sf.profiling.bottleneck import assess, predict_fps, process_loads
-from sf.profiling.run_data import ComponentActivity, Experiment, load_experiment
+from sf.analysis.bottleneck import assess, predict_fps, process_loads
+from sf.analysis.run_data import ComponentActivity, Experiment, load_experiment
+from sf.profiling.activity import Activity
 from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT
@@ -105,7 +105,7 @@ def test_verdict_and_what_if_follow_the_bottleneck_model(tmp_path):
 
 
 def test_waits_name_whom_each_component_waits_for(tmp_path):
-    from sf.profiling.report import build_report, format_text
+    from sf.analysis.report import build_report, format_text
 
     report = build_report(load_experiment(simulation_bound(tmp_path / "sim")))
     text = format_text(report)
@@ -131,10 +131,9 @@ def test_cli_writes_html_pngs_and_json(tmp_path):
     data = json.loads(out.stdout)
     assert data["verdict"]["kind"] == "simulation"
     page = (exp / "profiling" / "report.html").read_text()
-    assert "verdict: simulation-bound" in page
+    assert "verdict: simulation-bound" in page and "<svg" in page
     png = (exp / "profiling" / "report_activity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert base64.b64encode(png).decode()[:200] in page
     assert (exp / "profiling" / "report_hotspots.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -157,8 +156,8 @@ def test_whole_lifetime_fallback_without_series(tmp_path):
     (exp_dir / SERIES_FILE).unlink()
     exp = load_experiment(exp_dir)
     rollout = next(c for c in exp.components if c.name == "RolloutWorker_w0")
-    assert not rollout.steady and rollout.lifetime_s == 20.0
-    assert rollout.share(rollout.work_s) == pytest.approx(0.45)
+    assert not rollout.steady and rollout.activity.lifetime_s == 20.0
+    assert rollout.activity.share(rollout.activity.work_s) == pytest.approx(0.45)
 
 
 def test_induced_simulation_bottleneck_gets_its_verdict(sleepy_run):
@@ -190,7 +189,7 @@ def _snapshot(t: float, frames: int, final: bool = False):
 def test_steady_window_needs_a_quarter_of_the_run():
     """A 10-second run reports once at 10.00 s and ends at 10.04 s: that pair is no steady state, the whole life
     is used; two reports 5 s apart in a 12-s run are."""
-    from sf.profiling.run_data import steady_window
+    from sf.analysis.run_data import steady_window
 
     short = [_snapshot(0.5, 0), _snapshot(10.0, 36_864), _snapshot(10.04, 40_960, final=True)]
     assert steady_window(short) is None
@@ -204,7 +203,7 @@ def test_a_process_hosting_two_components_counts_its_loop_overhead_once():
     rollout = {"env_step": {"time": 3.0, "children": {}}, "wait_actions": {"time": 5.0, "children": {}}, **loop}
     inference = {"one_step": {"time": 4.0, "children": {}}, "wait_requests": {"time": 4.0, "children": {}}, **loop}
     components = [
-        ComponentActivity(name, 7, role, 10.0, work, 10.0 - work - 1.0, 1.0, {}, tree)
+        ComponentActivity(name, 7, role, Activity(10.0, work, 10.0 - work - 1.0, 1.0, {}), tree)
         for name, role, work, tree in (
             ("RolloutWorker_w0", "RolloutWorker", 3.0, rollout),
             ("InferenceWorker_p0-w0", "InferenceWorker", 4.0, inference),
@@ -216,10 +215,10 @@ def test_a_process_hosting_two_components_counts_its_loop_overhead_once():
 
 
 def test_a_wait_on_a_component_of_the_same_process_says_so():
-    from sf.profiling.report import wait_lines
+    from sf.analysis.report import wait_lines
 
     def component(name, role, pid, wait_key):
-        return ComponentActivity(name, pid, role, 10.0, 4.0, 5.0, 1.0, {wait_key: 5.0}, {})
+        return ComponentActivity(name, pid, role, Activity(10.0, 4.0, 5.0, 1.0, {wait_key: 5.0}), {})
 
     colocated = [
         component("RolloutWorker_w0", "RolloutWorker", 7, "wait_actions"),

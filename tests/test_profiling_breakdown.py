@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from sf.profiling.attribution import RowTimes, attribute
-from sf.profiling.breakdown import main, parse_args, training_module
-from sf.profiling.calibration import EventCosts, measure_event_costs
-from sf.profiling.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
-from sf.profiling.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span, classify
+from sf.breakdown.attribution import RowTimes, attribute
+from sf.breakdown.calibration import EventCosts, measure_event_costs
+from sf.breakdown.command import main, parse_args, training_module
+from sf.breakdown.correction import corrected, fold_small_rows, merge_rollout_workers, row_overhead
+from sf.breakdown.spans import CUDA_API, KERNEL, OP, SCOPE, SIM, Span, classify
 
 MS = 1_000_000  # ns
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import ROOT
 
 from sf.cfg.arguments import parse_full_cfg
-from sf.cfg.errors import ConfigError
 from sf.profiling.config import GROUPS, ProfilingConfig
 from sf.profiling.window import StepGate
+from sf.utils.errors import ConfigError
 
 
 def parse(*flags):

@@ -4,8 +4,8 @@ too cheap to measure."""
 
 import pytest
 
-from sf.profiling.correction import Overhead
-from sf.profiling.in_situ import MIN_SHARE, SCALE_BOUNDS, calibrate, slice_frames
+from sf.breakdown.correction import Overhead
+from sf.breakdown.in_situ import MIN_SHARE, SCALE_BOUNDS, calibrate, slice_frames
 
 
 class FakeTraining:

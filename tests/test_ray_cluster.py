@@ -2,6 +2,7 @@
 resources and object store, both on the loopback interface), started once for the module."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -91,6 +92,17 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
         assert profile[name]["node"]["ray_node_id"] == head
     agent = profile["NodeAgent_1"]
     assert agent["node"]["ray_node_id"] == second
+    # sf.profile top groups the components by node: the rollout workers and the agent under the second one
+    from sf.analysis.top import ReplaySource, frame_text
+
+    lines = frame_text(ReplaySource(tmp_path / "two", speed=1.0, at=math.inf).frame(4.0), height=40).splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("node ")] + [len(lines)]
+    assert len(headers) == 3, "\n".join(lines)
+    under = {
+        lines[a].split()[-1]: {" ".join(line.split()[:2]) for line in lines[a + 1 : b]}
+        for a, b in zip(headers, headers[1:])
+    }
+    assert {"Rollout w0", "Rollout w1"} <= under[second[:8]] and "Learner 0" in under[head[:8]], "\n".join(lines)
     assert {"gather", "update_weights"} <= set(agent["tree"])
     transfer = agent["transfer"]
     # chunks of at most a batch's worth (256 / 32 = 8 trajectories)
@@ -242,3 +254,37 @@ def test_sync_mode_trains_on_current_policy_only_across_nodes(cluster, tmp_path)
     assert summary["policy_versions"]["0"] >= 5 and summary["max_policy_lag"]["0"] == 0.0
     transfer = _json(tmp_path / "sync" / "profile.json")["NodeAgent_1"]["transfer"]
     assert transfer["weight_updates"] >= summary["policy_versions"]["0"]  # every version reached the node
+
+
+@pytest.mark.slow
+def test_a_killed_driver_ends_the_node_agents_and_their_processes(cluster, tmp_path, shm_before):
+    """SIGKILL of the driver: Ray ends the actors it owned, each node agent's processes stop by themselves when their
+    agent is gone, the driver's own components when the driver is."""
+    c, _, _ = cluster
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *FAST,
+         "--train_for_env_steps=100000000", "--experiment=driver", f"--train_dir={tmp_path}",
+         f"--ray_address={c.address}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        pids = started_pids(lines)
+        assert {"NodeAgent_1", "RolloutWorker_w0", "RolloutWorker_w1", "Learner 0"} <= set(pids)
+        proc.kill()
+        killed_at = time.monotonic()
+        proc.wait()
+        while any(alive(pid) for pid in pids.values()) and time.monotonic() - killed_at < 30:
+            time.sleep(0.1)
+        took = time.monotonic() - killed_at
+    finally:
+        proc.kill()
+    assert all(not alive(pid) for pid in pids.values()), {n: p for n, p in pids.items() if alive(p)}
+    assert took < 15, took
+    assert not shm_leaked(shm_before)

@@ -1,6 +1,6 @@
-"""--backend=ray across two hosts that are real to Ray: two network namespaces joined by a veth pair limited to
-1 Gbit/s (with 0.2 ms delay where the kernel has netem), made and removed by benchmarks/bench_ray_cluster.py
-(`--hosts=netns`), which runs the CartPole suite there, local and ray side by side."""
+"""--backend=ray across two hosts that are real to Ray: two network namespaces joined by a veth pair that `tc netem`
+limits to 1 Gbit/s with 0.2 ms delay, made and removed by `python -m sf.bench.ray_cluster --hosts=netns`, which runs
+the CartPole suite there, local and ray side by side."""
 
 import json
 import os
@@ -12,7 +12,6 @@ import sys
 import pytest
 from conftest import ROOT, read_until, shm_leaked
 
-BENCH = ROOT / "benchmarks" / "bench_ray_cluster.py"
 pytestmark = pytest.mark.slow
 
 
@@ -40,7 +39,7 @@ def netns_tools():
 
 def _bench(tmp_path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(BENCH), "--suite=cartpole", "--hosts=netns", *extra],
+        [sys.executable, "-m", "sf.bench.ray_cluster", "--suite=cartpole", "--hosts=netns", *extra],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -51,7 +50,7 @@ def _bench(tmp_path, *extra: str) -> subprocess.Popen:
 
 def _slot_bytes_per_frame() -> float:
     """Trajectory bytes per env frame of the CartPole suite, computed from its buffer layout."""
-    from sf.benchmark import SUITES
+    from sf.bench.suites import SUITES
     from sf.cfg.arguments import parse_full_cfg
     from sf.envs.gym_family import register_gym_env
     from sf.runtime.setup import build_buffers, build_model, probe_env

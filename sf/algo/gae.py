@@ -1,10 +1,8 @@
-"""Generalized Advantage Estimation over [N, T] trajectories.
+"""Generalized Advantage Estimation over [N, T] trajectories: the TD errors and their discounts for all steps at
+once, then the reverse discounted scan (`sf.algo.discounted_scan`) that V-trace shares.
 
-Two implementations of the same recurrence: a numba kernel over numpy views for CPU tensors, and a torch
-reverse loop over T (vectorized over N) for tensors on an accelerator. On CPU (one thread, float32,
-`benchmarks/bench_gae.py`) the numba kernel was faster at every shape measured: 11 us vs 190 us (17x) at
-N=32, T=32; 123 us vs 755 us (6.1x) at N=256, T=128; 125 us vs 331 us (2.6x) at N=1024, T=32; 479 us vs
-2458 us (5.1x) at N=1024, T=128; so `compute_gae` uses it for CPU tensors and the torch loop elsewhere.
+On CPU tensors the terms come from a numba kernel as well (torch's elementwise calls cost about 90 us at N=32,
+T=32, five times the whole numba path; `benchmarks/bench_gae.py`); elsewhere from torch.
 """
 
 from __future__ import annotations
@@ -12,6 +10,26 @@ from __future__ import annotations
 import numba
 import numpy as np
 import torch
+
+from sf.algo.discounted_scan import as_float32, reverse_scan_torch, scan_kernel
+
+
+@torch.no_grad()
+def gae_terms(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    values: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+    valids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(TD errors, discounts) [N, T]: the advantage at t is its TD error plus its discount times the advantage at
+    t + 1. An invalid step adds no TD error, is not bootstrapped from, and passes the next advantage undiscounted."""
+    not_done = 1.0 - dones.float()
+    valid = valids.float() if valids is not None else torch.ones_like(values)
+    deltas = (rewards - values[:, :-1]) * valid[:, :-1] + gamma * values[:, 1:] * valid[:, 1:] * not_done
+    discounts = (gamma * gae_lambda * valid[:, :-1] + (1.0 - valid[:, :-1])) * not_done
+    return deltas, discounts
 
 
 @numba.njit(cache=True, fastmath=False)
@@ -22,64 +40,44 @@ def _gae_kernel(
     valids: np.ndarray,
     gamma: float,
     gae_lambda: float,
+    deltas: np.ndarray,
+    discounts: np.ndarray,
     advantages: np.ndarray,
     returns: np.ndarray,
 ) -> None:
+    """`gae_terms` into `deltas` and `discounts`, the scan into `advantages`, and the returns."""
     n, t_len = rewards.shape
     for i in range(n):
-        last = 0.0
-        for t in range(t_len - 1, -1, -1):
+        for t in range(t_len):
             not_done = 1.0 - dones[i, t]
-            delta = (rewards[i, t] - values[i, t]) * valids[i, t] + gamma * values[i, t + 1] * valids[
+            deltas[i, t] = (rewards[i, t] - values[i, t]) * valids[i, t] + gamma * values[i, t + 1] * valids[
                 i, t + 1
             ] * not_done
-            decay = gamma * gae_lambda * valids[i, t] + (1.0 - valids[i, t])
-            last = delta + decay * not_done * last
-            advantages[i, t] = last
-            returns[i, t] = last + values[i, t] * valids[i, t]
+            discounts[i, t] = (gamma * gae_lambda * valids[i, t] + (1.0 - valids[i, t])) * not_done
+    scan_kernel(deltas, discounts, advantages)
+    for i in range(n):
+        for t in range(t_len):
+            returns[i, t] = advantages[i, t] + values[i, t] * valids[i, t]
 
 
-def compute_gae_numba(
-    rewards: torch.Tensor,
-    dones: torch.Tensor,
-    values: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-    valids: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """CPU tensors only; inputs are read through numpy views (copied only if not contiguous float32)."""
-    r, d, v = _as_np(rewards), _as_np(dones), _as_np(values)
-    m = _as_np(valids) if valids is not None else np.ones_like(v)
-    advantages, returns = np.empty_like(r), np.empty_like(r)
-    _gae_kernel(r, d, v, m, float(gamma), float(gae_lambda), advantages, returns)
+def _returns(advantages: torch.Tensor, values: torch.Tensor, valids: torch.Tensor | None) -> torch.Tensor:
+    valid = valids.float() if valids is not None else torch.ones_like(values)
+    return advantages + values[:, :-1] * valid[:, :-1]
+
+
+def compute_gae_numba(rewards, dones, values, gamma, gae_lambda, valids=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """CPU tensors only: terms and scan in numba, over numpy views (copied only if not contiguous float32)."""
+    r, d, v = as_float32(rewards), as_float32(dones), as_float32(values)
+    m = as_float32(valids) if valids is not None else np.ones_like(v)
+    deltas, discounts, advantages, returns = (np.empty_like(r) for _ in range(4))
+    _gae_kernel(r, d, v, m, float(gamma), float(gae_lambda), deltas, discounts, advantages, returns)
     return torch.from_numpy(advantages), torch.from_numpy(returns)
 
 
-def _as_np(x: torch.Tensor) -> np.ndarray:
-    return np.ascontiguousarray(x.detach().float().numpy(), dtype=np.float32)
-
-
-def compute_gae_torch(
-    rewards: torch.Tensor,
-    dones: torch.Tensor,
-    values: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-    valids: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Any device: the elementwise terms for all steps at once, then T fused multiply-adds over [N] columns."""
-    with torch.no_grad():
-        not_done = 1.0 - dones.float()
-        valid = valids.float() if valids is not None else torch.ones_like(values)
-        deltas = (rewards - values[:, :-1]) * valid[:, :-1] + gamma * values[:, 1:] * valid[:, 1:] * not_done
-        decay = (gamma * gae_lambda * valid[:, :-1] + (1.0 - valid[:, :-1])) * not_done
-        deltas_tn, decay_tn = deltas.t().contiguous(), decay.t().contiguous()
-        advantages_tn = torch.empty_like(deltas_tn)
-        last = torch.zeros_like(deltas_tn[0])
-        for t in range(deltas_tn.shape[0] - 1, -1, -1):
-            last = torch.addcmul(deltas_tn[t], decay_tn[t], last, out=advantages_tn[t])
-        advantages = advantages_tn.t()
-        return advantages.contiguous(), advantages + values[:, :-1] * valid[:, :-1]
+def compute_gae_torch(rewards, dones, values, gamma, gae_lambda, valids=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Any device: the scan as a torch loop over T."""
+    advantages = reverse_scan_torch(*gae_terms(rewards, dones, values, gamma, gae_lambda, valids))
+    return advantages, _returns(advantages, values, valids)
 
 
 def compute_gae(

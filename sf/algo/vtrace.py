@@ -1,8 +1,11 @@
-"""V-trace off-policy targets (Espeholt et al., 2018, "IMPALA"), vectorized over trajectories."""
+"""V-trace off-policy targets (Espeholt et al., 2018, "IMPALA"), vectorized over trajectories; the value corrections
+are the reverse discounted scan GAE shares (`sf.algo.discounted_scan`)."""
 
 from __future__ import annotations
 
 import torch
+
+from sf.algo.discounted_scan import reverse_discounted_scan
 
 
 @torch.no_grad()
@@ -28,12 +31,7 @@ def compute_vtrace(
     deltas = clipped_rhos * (rewards + discounts * v_next - v_t)
     trace = discounts * rhos.clamp(max=c_bar)
 
-    deltas_tn, trace_tn = deltas.t().contiguous(), trace.t().contiguous()
-    corrections_tn = torch.empty_like(deltas_tn)
-    acc = torch.zeros_like(deltas_tn[0])
-    for t in range(deltas_tn.shape[0] - 1, -1, -1):
-        acc = torch.addcmul(deltas_tn[t], trace_tn[t], acc, out=corrections_tn[t])
-    vs = v_t + corrections_tn.t()
+    vs = v_t + reverse_discounted_scan(deltas, trace)
 
     vs_next = torch.cat([vs[:, 1:], values[:, -1:]], dim=1)
     pg_advantages = clipped_rhos * (rewards + discounts * vs_next - v_t)

@@ -1,2 +1,4 @@
-"""The env benchmark (simulator ceiling, sampling only, training) and the layout auto-tuner behind
-`python -m sf.benchmark --env=...`; `sf/benchmark.py` is the command line, these modules do the work."""
+"""Whole-run benchmarks, `python -m sf.benchmark` (`cli`): the suites against Sample Factory (`suites`), the env
+benchmark of one layout (`env_mode`: simulator ceiling, sampling only, training) and the layout auto-tuner (`tune`,
+`layouts`); beside them `ray_cluster` (`--backend=ray` on a simulated two-node cluster) and `profiling_cost` (what each
+profiling setting costs), each run with `python -m sf.bench.<name>`. Micro-benchmarks live in `benchmarks/`."""

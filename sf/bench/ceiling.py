@@ -1,23 +1,29 @@
-"""The simulator ceiling: the run's own worker layout stepping its envs with random actions, nothing else.
+"""The simulator ceiling: every core stepping the layout's envs with random actions, nothing else.
 
-Every rollout worker process of the layout is started the way a training run starts it (spawn, one math
-thread, the same pinning), creates its `--num_envs_per_worker` envs, and after all workers are ready steps
-them round robin for a fixed time. No network, no inference, no learner: the FPS a framework could reach if
-its own cost were zero. In serial mode the layout is one process stepping every env.
+The layout's envs (`--num_workers` x `--num_envs_per_worker`) are spread over as many processes as the layout has
+rollout workers or the machine has cores, whichever is more, so a serial run's one process or a layout with fewer
+workers than cores is still measured against the whole machine. Each process is started the way a rollout worker
+is (spawn, one math thread, pinned round robin), creates its envs, and after all are ready steps them round robin
+for a fixed time. No network, no inference, no learner: the FPS a framework could reach if its own cost were zero.
+With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import time
+from argparse import Namespace
 from dataclasses import dataclass
 
 import numpy as np
 
-from sf.bench.families import Family
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.families import EnvFamily
+from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
+from sf.envs.vector import VectorConfig
 from sf.utils.process_settings import apply_process_settings, thread_limits
 
 READY_TIMEOUT_S = 600.0  # env creation (a VizDoom engine per env) may take long on a loaded machine
@@ -42,10 +48,25 @@ def random_actions(spec: ActionSpec, count: int, rng: np.random.Generator) -> np
     return actions
 
 
-def _step_envs(cfg, family: Family, index: int, num_envs: int, seconds: float, go, results) -> None:
-    """One process of the layout: create its envs, wait for the others, step for `seconds`, report frames."""
-    apply_process_settings(cfg, "serial" if cfg.serial_mode else "rollout", index)
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def ceiling_processes(cfg, cores: int) -> int:
+    """The layout's rollout worker processes (one in serial mode) or the cores, whichever are more; at most one
+    per env."""
+    total_envs = cfg.num_workers * cfg.num_envs_per_worker
+    return min(total_envs, max(1 if cfg.serial_mode else cfg.num_workers, cores))
+
+
+def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float, go, results) -> None:
+    """One process of the ceiling: create its envs, wait for the others, step for `seconds`, report frames."""
+    # one thread on one core each, as a rollout worker of a parallel run
+    apply_process_settings(Namespace(**{**vars(cfg), "env_threads": 1}), "rollout", index)
     family.register_envs(cfg.env)
+    if cfg.envpool:
+        _step_vector_env(cfg, index, num_envs, seconds, go, results)
+        return
     envs = [EnvAdapter(create_env(cfg.env, cfg, EnvConfig(index, i, index * num_envs + i))) for i in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
@@ -73,10 +94,39 @@ def _step_envs(cfg, family: Family, index: int, num_envs: int, seconds: float, g
             env.close()
 
 
-def measure_ceiling(cfg, family: Family, seconds: float) -> CeilingResult:
-    """Start the layout's processes, step for `seconds` once all are ready, and sum their frame rates."""
-    processes = 1 if cfg.serial_mode else cfg.num_workers
-    envs_each = cfg.num_envs_per_worker * (cfg.num_workers if cfg.serial_mode else 1)
+def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results) -> None:
+    """The same with the process's envs in one vector env (EnvPool), stepped a split at a time as a worker does."""
+    env = create_vector_env(cfg.env, cfg, VectorConfig(index, num_envs, index * num_envs))
+    env.reset()
+    per_split = max(1, num_envs // cfg.worker_num_splits)
+    groups = [np.arange(start, start + per_split, dtype=np.int32) for start in range(0, num_envs, per_split)]
+    actions = random_actions(env.action_spec, 4096 + per_split, np.random.default_rng(index))
+    results.put(("ready", index))
+    if not go.wait(timeout=READY_TIMEOUT_S):
+        env.close()
+        return
+    steps, start = 0, time.perf_counter()
+    deadline = start + seconds
+    try:
+        while True:
+            for _ in range(CHECK_CLOCK_EVERY):
+                for group in groups:
+                    at = steps % 4096
+                    env.step(group, actions[at : at + per_split])
+                    steps += per_split
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        results.put(("done", steps * env.frameskip, now - start))
+    finally:
+        env.close()
+
+
+def measure_ceiling(cfg, family: EnvFamily, seconds: float, cores: int | None = None) -> CeilingResult:
+    """Start a process per rollout worker or per core (whichever are more; `cores` defaults to those this process
+    may run on), step for `seconds` once all are ready, and sum their frame rates."""
+    processes = ceiling_processes(cfg, cores or usable_cores())
+    envs_each = -(-cfg.num_workers * cfg.num_envs_per_worker // processes)
     ctx = mp.get_context("spawn")
     go = ctx.Event()
     results = ctx.Queue()

@@ -1,102 +1,97 @@
-"""The env mode and auto-tune of `python -m sf.benchmark`: check the training flags, then run and report.
+"""Throughput benchmarks, run as a user would.
 
-A bad flag or an env that cannot be created stops here with one line and exit status 2, before any process starts.
+`python -m sf.benchmark --suite cartpole`: each suite is one training command in benchmark mode. The overall FPS
+is the run's own last line, `Collected {...}, FPS: X`. With `--sample_factory=/path/to/python` the same command
+also runs under Sample Factory (an interpreter with `sample-factory` installed), alternating with ours, so both
+figures come from the same session of the same machine; the report gives their ratio.
+
+`python -m sf.benchmark --env=CartPole-v1 [training flags]`: the simulator ceiling of the layout, sampling only
+and training side by side, as a table, `benchmark.json` and `benchmark.png` in `<train_dir>/<experiment>/`.
+
+`--auto_tune=True --tune_budget_s=N` (with `--env=...` or `--suite ...`): short runs of candidate layouts chosen
+by the profile report's verdicts; prints the best layout, its FPS and the command that trains with it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from functools import partial
-from pathlib import Path
 
-from sf.bench.env_mode import run_env_benchmark
-from sf.bench.families import Family, family_of
-from sf.bench.table import format_table, write_chart, write_json
-from sf.bench.tune import Tuner, format_trials
-from sf.cfg.arguments import resolve_device
-from sf.cfg.errors import ConfigError
-
-log = partial(print, flush=True)
+from sf.bench.suites import SUITES, run_suite
+from sf.cfg.arguments import str2bool
 
 
-def _error(message: str) -> int:
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sf.benchmark",
+        description=__doc__,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default=None,
+        help="compare with Sample Factory on this suite (or, with --auto_tune, tune its layout)",
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="suite mode: runs of each framework, alternating")
+    parser.add_argument(
+        "--sample_factory",
+        default=None,
+        help="python interpreter of a venv with sample-factory installed, to run the same command",
+    )
+    parser.add_argument("--sample_factory_cwd", default=None, help="scratch folder for Sample Factory's runs")
+    parser.add_argument("--out", default=None, help="suite mode: write the result as JSON to this file")
+    parser.add_argument(
+        "--phase_s",
+        type=float,
+        default=30.0,
+        help="env mode: seconds each phase runs (sampling and training stop earlier if the "
+        "command line gives --train_for_env_steps or --train_for_seconds)",
+    )
+    parser.add_argument(
+        "--auto_tune",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="try layouts guided by the profile report's verdicts and print the fastest",
+    )
+    parser.add_argument("--tune_budget_s", type=float, default=300.0, help="auto-tune: total seconds for all trials")
+    parser.add_argument(
+        "--tune_trial_s",
+        type=float,
+        default=None,
+        help="auto-tune: seconds of each trial run (default: budget / 8, within 8..60)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Flags this tool does not know are training flags; in suite mode they come after `--`."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: len(argv) - len(extra) - 1] if "--" in argv else argv
+    args, training_flags = _parser().parse_known_args(argv)
+    args.extra = extra
+    if args.suite and not args.auto_tune:
+        if training_flags:
+            return _usage_error(f"{training_flags[0]}: suite mode takes training flags only after `--`")
+        return run_suite(args)
+    if args.suite:
+        training_flags = [*SUITES[args.suite].flags, *args.extra, *training_flags]
+    elif args.extra:
+        training_flags = [*args.extra, *training_flags]
+    # imported here: the env mode's process settings import torch, which the suites and `--help` do without
+    from sf.bench.env_command import run_env_mode
+
+    return run_env_mode(training_flags, args)
+
+
+def _usage_error(message: str) -> int:
     print(f"sf.benchmark: error: {message}", file=sys.stderr)
     return 2
 
 
-def env_of(flags: list[str]) -> str | None:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--env", default=None)
-    return parser.parse_known_args(flags)[0].env
-
-
-def resolve(flags: list[str]) -> tuple[Family, argparse.Namespace]:
-    """The family that trains the env and the config the flags resolve to; raises ValueError with the message."""
-    env = env_of(flags)
-    if not env:
-        raise ValueError("--env is required (a registered env such as CartPole-v1), or --suite with --auto_tune")
-    family = family_of(env)
-    try:
-        cfg = family.parse_cfg(flags)
-    except (ConfigError, LookupError, ValueError) as exc:
-        raise ValueError(str(exc).strip().splitlines()[-1]) from None
-    from sf.runtime.setup import probe_env
-
-    try:
-        probe_env(cfg)
-    except Exception as exc:  # any failure to build the env is the user's --env or env flags
-        raise ValueError(f"--env: cannot create {env!r}: {' '.join(str(exc).split())}") from None
-    return family, cfg
-
-
-def run_env_mode(flags: list[str], args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    try:
-        family, cfg = resolve(flags)
-    except ValueError as exc:
-        return _error(str(exc))
-    kind = "tune" if args.auto_tune else "benchmark"
-    experiment = cfg.experiment if "experiment" in cfg.cli_args else f"{kind}_{cfg.env}"
-    bench_dir = Path(cfg.train_dir) / experiment
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    cfg.device = resolve_device(cfg)
-    if args.auto_tune:
-        return _tune(family, flags, cfg, bench_dir, args, started)
-    bench = run_env_benchmark(cfg, family, flags, bench_dir, args.phase_s, log=log)
-    log("")
-    log(format_table(bench))
-    log(f"training command: {bench.phases[-1].command}")
-    log(f"wrote {write_json(bench, bench_dir / 'benchmark.json')}")
-    chart = write_chart(bench, bench_dir / "benchmark.png")
-    log(f"wrote {chart}" if chart else "no chart: matplotlib is not installed (pip install 'sf[profiling]')")
-    return 0 if all(phase.status == "ok" for phase in bench.phases) else 1
-
-
-def _tune(family: Family, flags: list[str], cfg, bench_dir: Path, args: argparse.Namespace, started: float) -> int:
-    tuner = Tuner(family, flags, cfg, bench_dir, args.tune_budget_s, args.tune_trial_s, log=log, started=started)
-    log(
-        f"auto-tune {cfg.env}: budget {args.tune_budget_s:.0f} s, trials of {tuner.trial_s:.0f} s, "
-        f"{tuner.limits.cpus} CPUs"
-    )
-    result = tuner.run()
-    log("")
-    log(format_trials(result))
-    (bench_dir / "tune.json").write_text(json.dumps(result.to_json(), indent=2))
-    if result.best is None:
-        log(f"no layout measured: {result.note}")
-        return 1
-    defaults = result.trials[0]
-    gain = result.best.fps / defaults.fps - 1 if defaults.fps > 0 else float("inf")
-    log(
-        f"best layout: {result.best.layout.describe()}: {result.best.fps:,.0f} FPS "
-        f"({gain:+.0%} over the given layout's {defaults.fps:,.0f}) after {result.elapsed_s:.0f} s"
-    )
-    if result.best is defaults:
-        log("the given layout stays: no trial beat it by more than the run-to-run noise")
-    log(f"stopped: {result.note}")
-    log(f"train with it: {result.command}")
-    log(f"wrote {bench_dir / 'tune.json'}")
-    return 0
+if __name__ == "__main__":
+    sys.exit(main())

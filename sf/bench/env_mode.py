@@ -2,25 +2,39 @@
 
 The three phases run one after another in one invocation, each in its own processes: the ceiling
 (`sf.bench.ceiling`), then the training command with `--sampling_only=True`, then the training command itself,
-both in benchmark mode. Each FPS is set against the ceiling, and the profile report of the two runs names their
-bottleneck. Everything lands in `<train_dir>/<experiment>/`: `benchmark.json`, `benchmark.png`, and the two runs'
-own experiment folders `sampling/` and `training/`.
+both in benchmark mode. With `--envpool=True` the ceiling is EnvPool's, and the same layout's ceiling with
+gymnasium envs follows it, so the two simulators' rates stand side by side. Each FPS is set against the ceiling,
+and the profile report of the two runs names their bottleneck. Everything lands in `<train_dir>/<experiment>/`:
+`benchmark.json`, `benchmark.png`, and the two runs' own experiment folders `sampling/` and `training/`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sf.bench.ceiling import measure_ceiling
-from sf.bench.families import Family
-from sf.bench.runs import RunResult, profile_verdict, resolved_inference_placement, run_training
+from sf.bench.runs import (
+    RunResult,
+    profile_verdict,
+    resolved_inference_placement,
+    resolved_precision,
+    run_training,
+)
+from sf.envs.families import EnvFamily
 
-PHASES = ("ceiling", "sampling", "training")
+PHASES = ("ceiling", "gymnasium_ceiling", "sampling", "training")
+CEILINGS = ("ceiling", "gymnasium_ceiling")
 STARTUP_LIMIT_S = 600.0  # a run that has not started collecting by then is stopped
-PHASE_TITLES = {"ceiling": "simulator ceiling", "sampling": "sampling only", "training": "training"}
+PHASE_TITLES = {
+    "ceiling": "simulator ceiling",
+    "gymnasium_ceiling": "  gymnasium envs",
+    "sampling": "sampling only",
+    "training": "training",
+}
 
 
 @dataclass
@@ -45,6 +59,8 @@ class EnvBenchmark:
     date: str
     load_avg_start: float
     load_avg_end: float = 0.0
+    ceiling_processes: int = 0  # processes that stepped the envs for the ceiling: the layout's or the cores', the more
+    precision: dict | None = None  # what the runs' image encoder used and why (sf.model.precision.PrecisionChoice)
     phases: list[Phase] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -66,7 +82,7 @@ def layout_of(cfg) -> dict:
 
 
 def run_phase(
-    name: str, family: Family, flags: list[str], bench_dir: Path, phase_s: float, stop_given: bool
+    name: str, family: EnvFamily, flags: list[str], bench_dir: Path, phase_s: float, stop_given: bool
 ) -> RunResult:
     """The sampling or training phase: the user's command, stopped `phase_s` after its first frames unless the
     command names its own stop."""
@@ -83,7 +99,7 @@ def run_phase(
 
 
 def run_env_benchmark(
-    cfg, family: Family, flags: list[str], bench_dir: Path, phase_s: float, log=print
+    cfg, family: EnvFamily, flags: list[str], bench_dir: Path, phase_s: float, log=print
 ) -> EnvBenchmark:
     """The three phases of one layout; `flags` are the user's training flags, `cfg` what they resolve to."""
     stop_given = bool({"train_for_env_steps", "train_for_seconds"} & set(cfg.cli_args))
@@ -97,11 +113,17 @@ def run_env_benchmark(
         load_avg_start=os.getloadavg()[0],
     )
     log(
-        f"simulator ceiling: {result.layout['num_workers']} x {result.layout['num_envs_per_worker']} envs, "
-        f"random actions, {phase_s:.0f} s ..."
+        f"simulator ceiling: {result.layout['num_workers'] * result.layout['num_envs_per_worker']} envs on every "
+        f"core, random actions, {phase_s:.0f} s ..."
     )
     ceiling = measure_ceiling(cfg, family, phase_s)
+    result.ceiling_processes = ceiling.processes
     result.phases.append(Phase("ceiling", ceiling.fps, None, 1.0, None, "ok"))
+    if cfg.envpool:
+        log(f"the same layout with gymnasium envs, {phase_s:.0f} s ...")
+        plain = measure_ceiling(argparse.Namespace(**{**vars(cfg), "envpool": False}), family, phase_s)
+        share = plain.fps / ceiling.fps if ceiling.fps > 0 else None
+        result.phases.append(Phase("gymnasium_ceiling", plain.fps, None, share, None, "ok"))
     for name in ("sampling", "training"):
         log(f"{PHASE_TITLES[name]} ...")
         run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)
@@ -109,6 +131,7 @@ def run_env_benchmark(
         placement = resolved_inference_placement(run.experiment_dir) if run.ok else None
         if placement is not None:
             result.layout["inference_placement"] = placement
+        result.precision = (resolved_precision(run.experiment_dir) if run.ok else None) or result.precision
         fps = run.best_fps if run.ok else 0.0
         result.phases.append(
             Phase(

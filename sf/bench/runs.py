@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-VERDICT_KINDS = ("simulation", "inference", "learner", "batcher", "communication")
+from sf.analysis.bottleneck import KINDS
+
 REPORT_TIMEOUT_S = 120.0
 STOP_GRACE_S = 15.0  # a run told to stop prints its trees and writes its summary within this
 FRAMES = re.compile(r"Total num frames: (\d+)")  # the runner's progress line
@@ -167,6 +168,12 @@ def resolved_inference_placement(experiment_dir: str | Path) -> str | None:
     return json.loads(config.read_text())["inference_placement"] if config.exists() else None
 
 
+def resolved_precision(experiment_dir: str | Path) -> dict | None:
+    """What the run's image encoder computed in and why (`precision_in_use` of its config.json), or None."""
+    config = Path(experiment_dir) / "config.json"
+    return json.loads(config.read_text()).get("precision_in_use") if config.exists() else None
+
+
 def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> str | None:
     """The bottleneck kind ("simulation", ...) that `python -m sf.profile report --json` names, or None when the
     report is not available or names none."""
@@ -194,4 +201,4 @@ def parse_verdict(report_json: str) -> str | None:
     if not isinstance(verdict, str):
         return None
     kind = verdict.strip().lower().removeprefix("verdict:").strip().removesuffix("-bound")
-    return kind if kind in VERDICT_KINDS else None
+    return kind if kind in KINDS else None

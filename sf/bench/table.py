@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sf.bench.env_mode import PHASE_TITLES, EnvBenchmark
+from sf.bench.env_mode import CEILINGS, PHASE_TITLES, EnvBenchmark
+from sf.model.precision import NAMES
 
 HEADER = ("phase", "FPS", "whole run", "of ceiling", "verdict")
 
@@ -20,7 +21,7 @@ def _cells(bench: EnvBenchmark) -> list[tuple[str, ...]]:
                 f"failed ({phase.status})" if failed else f"{phase.fps:,.0f}",
                 "-" if phase.fps_whole_run is None else f"{phase.fps_whole_run:,.0f}",
                 "-" if phase.share_of_ceiling is None or failed else f"{100 * phase.share_of_ceiling:.0f} %",
-                "-" if phase.name == "ceiling" else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
+                "-" if phase.name in CEILINGS else (f"{phase.verdict}-bound" if phase.verdict else "n/a"),
             )
         )
     return rows
@@ -48,7 +49,18 @@ def format_table(bench: EnvBenchmark) -> str:
         f"{layout['worker_num_splits']} splits, {_inference(layout)}, "
         f"device {bench.device}, {bench.cpus} CPUs (load {bench.load_avg_start:.1f} at start)"
     )
-    return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:]])
+    notes = [
+        f"ceiling: the layout's envs stepped by {bench.ceiling_processes} processes (every core), nothing else",
+        f"precision: {describe_precision(bench.precision)}",
+    ]
+    return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:], *notes])
+
+
+def describe_precision(precision: dict | None) -> str:
+    """One line for a `PrecisionChoice` read back from JSON: "float32 (auto; no AMX; ...)"."""
+    if not precision:
+        return "unknown (the runs wrote no config)"
+    return f"{NAMES.get(precision['used'], precision['used'])} ({precision['reason']})"
 
 
 def write_json(bench: EnvBenchmark, path: Path) -> Path:
@@ -68,7 +80,8 @@ def write_chart(bench: EnvBenchmark, path: Path) -> Path | None:
     titles = [PHASE_TITLES[p.name] for p in bench.phases]
     fps = [p.fps for p in bench.phases]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    bars = ax.bar(titles, fps, color=["#888888", "#4c72b0", "#dd8452"][: len(fps)])
+    colors = {"ceiling": "#888888", "gymnasium_ceiling": "#bbbbbb", "sampling": "#4c72b0", "training": "#dd8452"}
+    bars = ax.bar([t.strip() for t in titles], fps, color=[colors[p.name] for p in bench.phases])
     for bar, phase in zip(bars, bench.phases):
         share = "" if phase.share_of_ceiling is None else f"{100 * phase.share_of_ceiling:.0f} %"
         verdict = f"\n{phase.verdict}-bound" if phase.verdict else ""

@@ -16,9 +16,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from sf.bench.families import Family
 from sf.bench.layouts import UNFIXABLE, Layout, Limits, candidates, replace_flags
 from sf.bench.runs import profile_verdict, resolved_inference_placement, run_training
+from sf.envs.families import EnvFamily
 
 NOISE = 0.05  # a layout must beat the best by this share to count as faster
 MIN_TRIAL_S = 2.0
@@ -78,7 +78,7 @@ def resolved_placement(layout: Layout, experiment_dir: str) -> Layout:
 class Tuner:
     def __init__(
         self,
-        family: Family,
+        family: EnvFamily,
         flags: list[str],
         cfg,
         bench_dir: Path,

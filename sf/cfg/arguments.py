@@ -20,10 +20,11 @@ from typing import Any
 
 import yaml
 
-from sf.cfg.errors import ConfigError, error_line
 from sf.cfg.unsupported import UNSUPPORTED, reject_unsupported
 from sf.cfg.validate import validate_cfg
-from sf.profiling.config import BACKENDS, flatten_yaml_section, profiling_config
+from sf.profiling.backends.catalog import BACKEND_NAMES, MAIN_THREAD_PROFILERS
+from sf.profiling.config import flatten_yaml_section, profiling_config
+from sf.utils.errors import ConfigError, error_line
 
 log = logging.getLogger("sf")
 
@@ -214,6 +215,13 @@ def _placement_flags(g: _Group) -> None:
         "process runs its own, no messages or process switches per step). auto: rollout_worker on the CPU with "
         "a model under 1M parameters and --policy_workers_per_policy not raised, own_process otherwise",
     )
+    g.boolean(
+        "mlp_inference_kernel",
+        True,
+        "on the CPU, run the inference step of an MLP policy over one vector observation without a recurrent core "
+        "(classic control, MuJoCo) as one numba kernel instead of some forty torch operators; other models always "
+        "use torch",
+    )
     g.integer(
         "max_policy_lag",
         1000,
@@ -369,8 +377,9 @@ def _model_flags(g: _Group) -> None:
         ("auto", "fp32", "bf16"),
         "auto",
         "arithmetic of the image encoder: bf16 runs its convolutions and fully connected layers in bfloat16 "
-        "(weights, recurrent core, heads and losses stay float32); auto is bf16 on CPUs with AMX tiles, where it "
-        "halves the encoder's cost, and fp32 elsewhere",
+        "(weights, recurrent core, heads and losses stay float32), about twice as fast on CPUs with AMX tiles and "
+        "slower elsewhere; auto is fp32 on every machine until learning in bfloat16 is shown to match float32. "
+        "A resumed run keeps the precision it started with unless this flag is given",
     )
     g.choice(
         "policy_initialization",
@@ -404,8 +413,44 @@ def _env_flags(g: _Group) -> None:
         "the first axis (channels of an image); after a reset the first observation fills the stack",
     )
     g.text("pixel_format", "CHW", _only("pixel_format"))
-    g.boolean("use_record_episode_statistics", False, _only("use_record_episode_statistics"))
-    g.integer("env_agents", -1, _only("env_agents"))
+    g.boolean(
+        "use_record_episode_statistics",
+        False,
+        "report each episode from the env's own statistics (gymnasium's RecordEpisodeStatistics `episode` info) "
+        "when it ends one, instead of the rewards and steps the rollout loop summed: for envs whose episodes for the "
+        "learner are shorter than the real ones or whose rewards are transformed (Atari's lost lives and clipped "
+        "rewards; the Atari examples' default)",
+    )
+    g.boolean(
+        "envpool",
+        False,
+        "step each rollout worker's envs as one EnvPool (its C++ threads, one call per split) instead of one "
+        "gymnasium env at a time; for the env families that offer it (atari_*, mujoco_*; pip install "
+        "'sf[envpool]'). Evaluation plays the gymnasium version of the env",
+    )
+    g.choice(
+        "envpool_mode",
+        ("sync", "async"),
+        "sync",
+        "with --envpool: sync steps a split's envs in one call that returns when all are done; async sends them "
+        "at once and receives each env as it finishes (EnvPool's asynchronous mode)",
+    )
+    g.integer(
+        "envpool_num_threads",
+        0,
+        "with --envpool: threads of each worker's EnvPool (0: one per core the worker may run on, at most one per env)",
+    )
+    g.integer(
+        "envpool_thread_affinity_offset",
+        -1,
+        "with --envpool: pin EnvPool's threads to cores from this one on (-1: not pinned)",
+    )
+    g.integer(
+        "env_agents",
+        -1,
+        "with --envpool: envs in each EnvPool (Sample Factory's name): a rollout worker steps --num_envs_per_worker "
+        "x --env_agents envs in its one pool (-1: --num_envs_per_worker alone)",
+    )
 
 
 def _run_flags(g: _Group) -> None:
@@ -418,7 +463,13 @@ def _run_flags(g: _Group) -> None:
         "on a stop (SIGINT, SIGTERM, the end of training), seconds each component gets "
         "to finish its step (a learner its training iteration), save and report before it is killed",
     )
-    g.integer("keep_checkpoints", 2, "checkpoints kept per policy; older ones are deleted")
+    g.integer(
+        "heartbeat_timeout_sec",
+        60,
+        "a component process whose loop sends no heartbeat for this many seconds (a hung simulator, a stopped "
+        "process, a training iteration this long) is named in an error and the run ends",
+    )
+    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, by save order; older ones are deleted")
     g.choice(
         "load_checkpoint_kind",
         ("latest", "best"),
@@ -456,7 +507,8 @@ def _run_flags(g: _Group) -> None:
     g.integer(
         "experiment_summaries_interval",
         10,
-        "seconds between the timing snapshots each component sends (timing/ TensorBoard scalars, CPU %%)",
+        "seconds between the timing snapshots kept in profile_series.jsonl and TensorBoard (timing/ and profile/ "
+        "scalars, CPU %%); components send one every 2 s or more often for the live view",
     )
     g.integer("flush_summaries_interval", 30, "seconds between flushes of the TensorBoard writer")
     g.integer("stats_avg", 100, "episodes averaged in the reported statistics")
@@ -538,7 +590,7 @@ def _profiling_flags(g: _Group) -> None:
     """The same keys as a `profiling:` YAML section (docs/profiling.md)."""
     g.choice(
         "profiling_backend",
-        BACKENDS,
+        BACKEND_NAMES,
         "none",
         "profiler run on the selected worker groups (none: nothing is wrapped and no folder is created)",
     )
@@ -707,7 +759,9 @@ def _find_yaml(name: str) -> Path:
     for candidate in (Path(name), PRESETS_DIR / name, PRESETS_DIR / f"{name}.yaml"):
         if candidate.is_file():
             return candidate
-    presets = ", ".join(sorted(path.stem for path in PRESETS_DIR.glob("*.yaml")))
+    presets = ", ".join(
+        sorted(path.relative_to(PRESETS_DIR).with_suffix("").as_posix() for path in PRESETS_DIR.rglob("*.yaml"))
+    )
     raise ConfigError(f"--cfg: no file {name!r} and no such preset (presets: {presets})", flag="--cfg")
 
 
@@ -773,10 +827,8 @@ def _resolve(cfg: argparse.Namespace, explicit: set[str]) -> None:
         cfg.async_rl = False
     if cfg.env_threads == 0:
         cfg.env_threads = auto_env_threads(cfg)
-
-
-# profilers that follow the main thread only: env steps on other threads would vanish from their output
-MAIN_THREAD_PROFILERS = ("cprofile", "pyinstrument")
+    if cfg.envpool and cfg.env_agents > 1:
+        cfg.num_envs_per_worker *= cfg.env_agents  # one pool per worker holds them all
 
 
 def auto_env_threads(cfg: argparse.Namespace) -> int:

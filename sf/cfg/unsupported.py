@@ -11,7 +11,7 @@ from argparse import Namespace
 from dataclasses import dataclass
 from typing import Any
 
-from sf.cfg.errors import ConfigError
+from sf.utils.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,8 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "optimizer": Unsupported("adam", "sf trains with Adam only (tune it with --adam_eps, --adam_beta1, --adam_beta2)"),
     "batched_sampling": Unsupported(
         False,
-        "sf has no vectorized-env sampler; a worker already sends one request per group of envs "
-        "(tune --worker_num_splits and --num_envs_per_worker instead)",
+        "sf has no batched sampler; a worker already sends one request per group of envs "
+        "(tune --worker_num_splits and --num_envs_per_worker instead; --envpool=True steps each group in one call)",
     ),
     "actor_worker_gpus": Unsupported([], "sf's rollout workers run their envs on the CPU; leave the list empty"),
     "env_gpu_actions": Unsupported(False, "sf's envs take actions as numpy arrays on the CPU; leave it False"),
@@ -37,18 +37,14 @@ UNSUPPORTED: dict[str, Unsupported] = {
         False, "sf probes the env's spaces once per run in the main process; leave it False"
     ),
     "pixel_format": Unsupported("CHW", "sf's conv encoders always take channels first (CHW)"),
-    "use_record_episode_statistics": Unsupported(
-        False, "sf sums each episode's raw rewards itself (before --reward_scale); leave it False"
-    ),
-    "env_agents": Unsupported(-1, "sf trains single-agent envs only; leave it out"),
     "summaries_use_frameskip": Unsupported(
         True, "the x axis of sf's summaries always counts env frames after frameskip"
     ),
     "heartbeat_interval": Unsupported(
-        20, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+        20, "sf's components send a heartbeat every 0.5 s; set how long one may miss with --heartbeat_timeout_sec"
     ),
     "heartbeat_reporting_interval": Unsupported(
-        180, "sf watches its component processes directly (a dead one ends the run within seconds); leave it out"
+        180, "sf names a component that misses its heartbeats in the error that ends the run; leave it out"
     ),
     "no_render": Unsupported(True, "sf's evaluation never opens a window; use --save_video to watch the episodes"),
     "train_script": Unsupported(None, "sf has no model upload that needs the training script's name; leave it out"),

@@ -6,7 +6,7 @@ from argparse import Namespace
 from collections.abc import Callable
 from pathlib import PurePath
 
-from sf.cfg.errors import ConfigError
+from sf.utils.errors import ConfigError
 
 # (flag, test, allowed values as shown to the user)
 _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
@@ -53,6 +53,7 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("train_for_seconds", lambda v: v >= 1, ">= 1"),
     ("save_every_sec", lambda v: v >= 1, ">= 1"),
     ("stop_timeout_sec", lambda v: v >= 1, ">= 1"),
+    ("heartbeat_timeout_sec", lambda v: v >= 1, ">= 1"),
     ("decorrelate_experience_max_seconds", lambda v: v >= 0, ">= 0"),
     ("ray_workers_per_node", lambda v: v >= 0, ">= 0 (0: spread evenly)"),
     ("ray_max_restarts", lambda v: v >= 0, ">= 0"),
@@ -102,12 +103,16 @@ def validate_cfg(cfg: Namespace) -> None:
         )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    if cfg.env_agents != -1 and (cfg.env_agents < 1 or not cfg.envpool):
+        raise ConfigError(
+            f"--env_agents={cfg.env_agents}: sf trains single-agent envs; the flag sets the envs of each EnvPool and "
+            "needs --envpool=True and a value >= 1",
+            flag="--env_agents",
+        )
     _check_cluster(cfg)
 
 
 def _check_cluster(cfg: Namespace) -> None:
-    from sf.distributed.placement import parse_worker_groups
-
     if cfg.backend == "ray" and cfg.serial_mode:
         raise ConfigError("--backend=ray: runs the parallel placement; drop --serial_mode=True", flag="--backend")
     if cfg.ray_max_restarts > 0 and not cfg.async_rl:
@@ -122,6 +127,20 @@ def _check_cluster(cfg: Namespace) -> None:
             f"more than --num_workers={cfg.num_workers}",
             flag="--ray_worker_groups",
         )
+
+
+def parse_worker_groups(specs: list[str]) -> list[tuple[str, int]]:
+    """`RESOURCE:COUNT` items as (resource, count); a malformed item fails naming the flag."""
+    groups = []
+    for spec in specs:
+        resource, _, count = spec.rpartition(":")
+        if not resource or not count.isdigit() or int(count) < 1:
+            raise ConfigError(
+                f"--ray_worker_groups: each item must be RESOURCE:COUNT with COUNT >= 1, got {spec!r}",
+                flag="--ray_worker_groups",
+            )
+        groups.append((resource, int(count)))
+    return groups
 
 
 def _check_paths(cfg: Namespace) -> None:

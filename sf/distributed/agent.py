@@ -34,29 +34,28 @@ import ray
 
 from sf.distributed.cluster import NodeInfo, this_node
 from sf.distributed.transfer import Chunk, Reply, WeightsUpdate, nbytes, pack
-from sf.envs.registry import restore_registry
+from sf.envs.registry import RegistrySnapshot, restore_registry
 from sf.profiling import resources, timeline
 from sf.profiling.activity import activity_of
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
-from sf.runtime.abandoned_locks import LockWatch
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
-from sf.runtime.names import (
+from sf.runtime.orphans import named_semaphores
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.setup import EnvInfo, build_model, precision_choice
+from sf.runtime.supervisor import Supervisor
+from sf.utils.roles import (
     RUNNER,
     batcher_name,
-    inference_worker_name,
     learner_name,
     policy_queue_name,
     rollout_worker_name,
 )
-from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans, named_semaphores
-from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.setup import EnvInfo, build_model
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")
 
 TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
-WATCH_S = 0.1
 IDLE_WAIT_S = 0.05  # longest wait for the node's messages between looks at the driver's requests
 EXIT_WAIT_S = 2.0
 
@@ -76,7 +75,7 @@ class AgentSpec:
     inference_workers: tuple[int, ...]  # indices of this node's inference workers of each policy
     cfg: Any
     env_info: EnvInfo
-    envs: dict  # the env registry, portable (sf.distributed.transfer.portable_registry)
+    envs: RegistrySnapshot  # the env registry, portable (sf.distributed.transfer.portable_registry)
     experiment_dir: str
 
 
@@ -115,16 +114,17 @@ class NodeAgent:
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
         self.started_at, self.started_wall = time.monotonic(), time.time()
+        ctx = mp.get_context("spawn")
+        num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
+        self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec)
+        self.stop_event = self.supervisor.control
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            # first: the server imports torch and sf while this process builds the node's buffers and stores
-            start_ctx = process_start.component_context(
-                process_start.preload_modules(spec.envs), cfg.force_envs_single_thread
-            )
+            # first, as on the driver's node: the fork server imports torch and sf once while this process builds
+            # the node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
+            start_ctx = self.supervisor.context(process_start.preload_modules(spec.envs), cfg.force_envs_single_thread)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        ctx = mp.get_context("spawn")
-        self.stop_event = ctx.Event()
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
         layout = replace(
@@ -148,6 +148,8 @@ class NodeAgent:
         for w in spec.workers:
             self.queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
         self.policy_of = {batcher_name(p): p for p in range(cfg.num_policies)}
+        device = resolve_device(cfg)
+        log.info("%s: precision %s", spec.name, precision_choice(cfg, env_info, device).describe())
         shared = dict(
             cfg=cfg,
             env_info=env_info,
@@ -155,28 +157,22 @@ class NodeAgent:
             stores=self.stores,
             queues=self.queues,
             stop_event=self.stop_event,
-            device=resolve_device(cfg),
+            device=device,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
         )
-        adopt_orphans()
-        self.keep = child_pids()
-        self.lock_watch = LockWatch(self.queues).start()
-        self.processes: dict[str, mp.Process] = {}
+        self.supervisor.begin()
+        starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]
+        starts += [("rollout", w, None) for w in spec.workers]
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            for p in range(cfg.num_policies):
-                for i in spec.inference_workers:
-                    self.processes[inference_worker_name(p, i)] = start_component_process(
-                        start_ctx, "inference", p, i, shared
-                    )
-            for w in spec.workers:
-                self.processes[rollout_worker_name(w)] = start_component_process(start_ctx, "rollout", w, None, shared)
+            for slot, (kind, a, b) in enumerate(starts):
+                start_component_process(self.supervisor, start_ctx, kind, a, b, shared, slot)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.thread = threading.Thread(target=self._forward, name=spec.name, daemon=True)
         self.thread.start()
-        pids = {label: proc.pid for label, proc in self.processes.items()}
+        pids = {label: child.pid for label, child in self.supervisor.children.items()}
         pids[spec.name] = os.getpid()
         owned = {*pids.values(), *process_start.server_pids()}
         return (
@@ -193,6 +189,7 @@ class NodeAgent:
             self.inbound += inbound
             self.wanted.update({update.policy_id: update for update in weights})
             self.cond.wait_for(lambda: self.ready or self.control or self.done, timeout=TAKE_WAIT_S)
+            self._watch()
             reply = Reply(self.ready, self.control, dict(self.versions), self.finished, self.done)
             self.ready, self.control = [], []
         return reply
@@ -223,16 +220,10 @@ class NodeAgent:
         self.pending_since: dict[int, float] = {}  # policy -> when its oldest waiting trajectory arrived
         self.unacked: dict[int, list[int]] = {}
         self.deferred: list[tuple] = []
-        self.exited: set[str] = set()
         self.seq = 0
         self.chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
-            [time.monotonic(), WATCH_S, self._watch],
-            [
-                time.monotonic() + cfg.experiment_summaries_interval,
-                cfg.experiment_summaries_interval,
-                lambda: self._share_tree("timing"),
-            ],
+            [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree("timing")],
         ]
         while not self._stopped():
             self._take_requests()
@@ -256,8 +247,7 @@ class NodeAgent:
     def _stopped(self) -> bool:
         if self.stop_deadline is None:
             return False
-        ended = all(proc.exitcode is not None for proc in self.processes.values())
-        return (ended and self.inbox.empty()) or time.monotonic() > self.stop_deadline
+        return (self.supervisor.all_ended() and self.inbox.empty()) or time.monotonic() > self.stop_deadline
 
     def _take_requests(self) -> None:
         with self.cond:
@@ -340,12 +330,11 @@ class NodeAgent:
             self.cond.notify_all()
 
     def _watch(self) -> None:
-        """A process that exits before the stop is a failure of this node."""
-        for label, proc in self.processes.items():
-            if proc.exitcode is not None and label not in self.exited:
-                self.exited.add(label)
-                if self.stop_deadline is None:
-                    self._post((RUNNER, "error", label, f"exited with code {proc.exitcode}"))
+        """Called under `cond` by `take`, not by the forwarding thread (which a queue lock left taken by a dead process
+        could hold for good): a process that exits or misses its heartbeats before the stop fails this node."""
+        failures = self.supervisor.poll()
+        if self.stop_deadline is None:
+            self.control += [(RUNNER, "error", failure.label, failure.cause) for failure in failures]
 
     def _share_tree(self, kind: str) -> None:
         tree = self.timing.to_dict()
@@ -365,16 +354,7 @@ class NodeAgent:
 
     def _end(self) -> None:
         """Kill what did not stop in time, pass on the last messages and the agent's own final tree."""
-        for label, proc in self.processes.items():
-            if proc.exitcode is None:
-                log.warning("%s did not stop in time: killing it", label)
-                proc.kill()
-        deadline = time.monotonic() + EXIT_WAIT_S
-        for proc in self.processes.values():
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        end_orphans(self.keep | process_start.server_pids())  # a killed worker's engines hold the server
-        process_start.stop_server()
-        adopt_orphans(False)
+        self.supervisor.stop(set(), EXIT_WAIT_S, crashed=False, exit_wait_s=EXIT_WAIT_S)
         try:
             for msg in self.inbox.get_many(block=False):
                 msg = timeline.unwrap(msg)
@@ -382,7 +362,6 @@ class NodeAgent:
                     self._post(msg)
         except faster_fifo.Empty:
             pass
-        self.lock_watch.stop()
         if self.spec.cfg.profiling.backend != "none" or self.spec.cfg.profiling_timeline:
             self._post((RUNNER, "profiler_outputs", self.spec.name, self._profiler_outputs()))
         self._share_tree("profile")
@@ -395,7 +374,7 @@ class NodeAgent:
         """Files this node's processes wrote under the profiling folder (profiler outputs, timeline parts), by path
         relative to it, for the driver to write into its own."""
         folder = Path(self.spec.cfg.profiling.output_dir)
-        labels = [label.replace(" ", "_") for label in self.processes]
+        labels = [label.replace(" ", "_") for label in self.supervisor.children]
         if not folder.is_dir():
             return {}
         return {

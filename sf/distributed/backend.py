@@ -23,7 +23,7 @@ from sf.distributed.placement import Placement, plan
 from sf.distributed.transfer import portable_registry
 from sf.distributed.weights import WeightsPublisher
 from sf.envs.registry import registry_snapshot
-from sf.runtime.names import inference_worker_name, rollout_worker_name
+from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 
@@ -103,7 +103,7 @@ class RayPlacement:
                 pass
 
 
-def run_ray(cfg, experiment, env_info, device: str, stop_event_local) -> dict:
+def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=None) -> dict:
     from sf.runtime.runner_parallel import run_parallel
 
     started = cluster.connect(cfg.ray_address)
@@ -119,7 +119,7 @@ def run_ray(cfg, experiment, env_info, device: str, stop_event_local) -> dict:
             driver.label,
             "".join(f", {list(g.workers)} under {g.name}" for g in placement.placement.groups),
         )
-        return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement)
+        return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement, resume)
     finally:
         if placement is not None:
             placement.close()

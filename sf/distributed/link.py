@@ -34,7 +34,7 @@ from sf.distributed.transfer import unpack
 from sf.distributed.weights import WeightsPublisher
 from sf.profiling import timeline
 from sf.runtime.buffers import TrajectoryBuffers
-from sf.runtime.names import RUNNER, batcher_name, inference_worker_name, learner_name
+from sf.utils.roles import RUNNER, batcher_name, inference_worker_name, learner_name
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")

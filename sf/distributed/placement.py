@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sf.cfg.errors import ConfigError
+from sf.cfg.validate import parse_worker_groups
+from sf.utils.errors import ConfigError
+from sf.utils.roles import node_agent_name
 
 
 @dataclass(frozen=True)
@@ -22,24 +24,6 @@ class WorkerGroup:
 class Placement:
     local_workers: tuple[int, ...]
     groups: tuple[WorkerGroup, ...]
-
-
-def node_agent_name(index: int) -> str:
-    return f"NodeAgent_{index}"
-
-
-def parse_worker_groups(specs: list[str]) -> list[tuple[str, int]]:
-    """`RESOURCE:COUNT` items as (resource, count); a malformed item fails naming the flag."""
-    groups = []
-    for spec in specs:
-        resource, _, count = spec.rpartition(":")
-        if not resource or not count.isdigit() or int(count) < 1:
-            raise ConfigError(
-                f"--ray_worker_groups: each item must be RESOURCE:COUNT with COUNT >= 1, got {spec!r}",
-                flag="--ray_worker_groups",
-            )
-        groups.append((resource, int(count)))
-    return groups
 
 
 def plan(cfg, nodes: list[str], driver_node: str, resources: set[str]) -> Placement:

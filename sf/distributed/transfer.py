@@ -13,6 +13,7 @@ import numpy as np
 import ray
 import ray.cloudpickle
 
+from sf.envs.registry import RegistrySnapshot
 from sf.runtime.buffers import TrajectoryBuffers
 
 OBS_PREFIX = "obs/"
@@ -103,5 +104,10 @@ def _load(data: bytes) -> ByValue:
     return ByValue(ray.cloudpickle.loads(data))
 
 
-def portable_registry(snapshot: dict) -> dict:
-    return {name: ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn for name, fn in snapshot.items()}
+def portable_registry(snapshot: RegistrySnapshot) -> RegistrySnapshot:
+    def portable(factories: dict) -> dict:
+        return {
+            name: ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn for name, fn in factories.items()
+        }
+
+    return RegistrySnapshot(portable(snapshot.envs), portable(snapshot.vector_envs))

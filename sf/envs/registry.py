@@ -1,13 +1,21 @@
-"""Name -> factory registry, so entry points pick an env family by `--env` without importing it by hand."""
+"""Name -> factory registry, so entry points pick an env family by `--env` without importing it by hand.
+
+A name may also have a vector factory (`register_vector_env`): one object stepping all of a rollout worker's envs
+per call, which `--envpool=True` selects (`sf.envs.vector`).
+"""
 
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gymnasium
+
+from sf.envs.vector import VectorConfig, VectorEnv
 
 
 @dataclass
@@ -20,6 +28,7 @@ class EnvConfig:
 
 
 EnvFactory = Callable[[str, Any, "EnvConfig | None", "str | None"], gymnasium.Env]
+VectorEnvFactory = Callable[[str, Any, VectorConfig], VectorEnv]
 
 
 class EnvNotFoundError(ValueError):
@@ -27,6 +36,13 @@ class EnvNotFoundError(ValueError):
 
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_VECTOR_REGISTRY: dict[str, VectorEnvFactory] = {}
+
+CreateHook = Callable[[Callable[[], gymnasium.Env]], gymnasium.Env]
+"""Called with the creation of an env (a function of no arguments) instead of it: it creates the env, around whatever
+it measures, and returns it, wrapped if it likes. What a tool that follows the env's own calls (the cross-stack
+breakdown) installs with `add_create_hook`; none is installed otherwise, and `create_env` calls the factory as is."""
+_create_hooks: list[CreateHook] = []
 
 
 def register_env(name: str, factory: EnvFactory) -> None:
@@ -44,7 +60,42 @@ def create_env(
     factory = _REGISTRY.get(name)
     if factory is None:
         raise EnvNotFoundError(_not_found_message(name))
-    return factory(name, cfg, env_config, render_mode)
+    if not _create_hooks:
+        return factory(name, cfg, env_config, render_mode)
+    create = partial(factory, name, cfg, env_config, render_mode)
+    for hook in _create_hooks:
+        create = partial(hook, create)
+    return create()
+
+
+def add_create_hook(hook: CreateHook) -> None:
+    _create_hooks.append(hook)
+
+
+def remove_create_hook(hook: CreateHook) -> None:
+    _create_hooks.remove(hook)
+
+
+def register_vector_env(name: str, factory: VectorEnvFactory) -> None:
+    """Register (or replace) the vector factory called as `factory(name, cfg, vector_config)`."""
+    _VECTOR_REGISTRY[name] = factory
+
+
+def create_vector_env(name: str, cfg: Any, config: VectorConfig) -> VectorEnv:
+    factory = _VECTOR_REGISTRY.get(name)
+    if factory is None:
+        with_vector = sorted(_VECTOR_REGISTRY)
+        offered = f"registered: {', '.join(with_vector[:8])}{', ...' if len(with_vector) > 8 else ''}"
+        raise EnvNotFoundError(
+            f"{name!r} has no EnvPool version ({offered if with_vector else 'the atari_* and mujoco_* families have'}"
+            f"); leave --envpool out to step it one env at a time"
+        )
+    if not _create_hooks:
+        return factory(name, cfg, config)
+    create = partial(factory, name, cfg, config)
+    for hook in _create_hooks:
+        create = partial(hook, create)
+    return create()
 
 
 def _not_found_message(name: str) -> str:
@@ -52,14 +103,31 @@ def _not_found_message(name: str) -> str:
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
     if close:
         return f"no env registered as {name!r}; did you mean: {', '.join(close)}?"
-    listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    shown = _families_folded(names)
+    listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
     return f"no env registered as {name!r}; registered: {listed or 'none'}"
 
 
-def registry_snapshot() -> dict[str, EnvFactory]:
+def _families_folded(names: list[str], more_than: int = 5) -> list[str]:
+    """Sorted names, a family of more than `more_than` sharing a prefix (`atari_`) shown as `atari_* (57 envs)`."""
+    shown: list[str] = []
+    for prefix, group in itertools.groupby(names, key=lambda n: n.split("_", 1)[0] + "_" if "_" in n else n):
+        members = list(group)
+        shown += [f"{prefix}* ({len(members)} envs)"] if len(members) > more_than else members
+    return shown
+
+
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    envs: dict[str, EnvFactory]
+    vector_envs: dict[str, VectorEnvFactory]
+
+
+def registry_snapshot() -> RegistrySnapshot:
     """The registrations of this process, to hand to spawned processes (which start with an empty registry)."""
-    return dict(_REGISTRY)
+    return RegistrySnapshot(dict(_REGISTRY), dict(_VECTOR_REGISTRY))
 
 
-def restore_registry(snapshot: dict[str, EnvFactory]) -> None:
-    _REGISTRY.update(snapshot)
+def restore_registry(snapshot: RegistrySnapshot) -> None:
+    _REGISTRY.update(snapshot.envs)
+    _VECTOR_REGISTRY.update(snapshot.vector_envs)

@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from sf.envs.spaces import ObsSpec
+from sf.model.activations import Activation
 from sf.model.precision import resolve_precision
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+NONLINEARITIES = ("elu", "relu", "tanh")
 
 # (out_channels, kernel, stride) per conv layer
 _PLAIN_CONVNETS: dict[str, list[tuple[int, int, int]]] = {
@@ -22,10 +23,13 @@ _IMPALA_CHANNELS = (16, 32, 32)
 CONV_ARCHITECTURES = (*_PLAIN_CONVNETS, "convnet_impala")
 
 
-def activation(name: str) -> nn.Module:
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]()
+def activation(name: str, inplace: bool = False) -> nn.Module:
+    """The nonlinearity; `inplace` where its input is a fresh layer output that nothing else reads. ELU and tanh run
+    as numba kernels on the CPU (`sf.model.activations`); in place they keep no second tensor, and their backward
+    works from the output (for ELU without an exp)."""
+    if name not in NONLINEARITIES:
+        raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(NONLINEARITIES)}")
+    return nn.ReLU(inplace=inplace) if name == "relu" else Activation(name, inplace)
 
 
 class Mlp(nn.Sequential):
@@ -34,7 +38,7 @@ class Mlp(nn.Sequential):
     def __init__(self, in_size: int, layer_sizes: list[int], nonlinearity: str):
         layers: list[nn.Module] = []
         for size in layer_sizes:
-            layers += [nn.Linear(in_size, size), activation(nonlinearity)]
+            layers += [nn.Linear(in_size, size), activation(nonlinearity, inplace=True)]
             in_size = size
         super().__init__(*layers)
         self.out_size = in_size
@@ -71,7 +75,7 @@ def _impala_trunk(in_channels: int, nonlinearity: str) -> nn.Sequential:
 def _plain_trunk(in_channels: int, spec: list[tuple[int, int, int]], nonlinearity: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     for channels, kernel, stride in spec:
-        layers += [nn.Conv2d(in_channels, channels, kernel, stride=stride), activation(nonlinearity)]
+        layers += [nn.Conv2d(in_channels, channels, kernel, stride=stride), activation(nonlinearity, inplace=True)]
         in_channels = channels
     return nn.Sequential(*layers)
 

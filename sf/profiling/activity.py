@@ -20,7 +20,8 @@ LOOP_OVERHEAD = "loop_overhead"
 
 @dataclass
 class Activity:
-    """One component's lifetime split into work, waits and loop overhead (seconds)."""
+    """One component's lifetime split into work, waits and loop overhead (seconds): what `profile.json` records per
+    component, and what the report reads back over a steady window."""
 
     lifetime_s: float
     work_s: float
@@ -32,6 +33,10 @@ class Activity:
     def coverage(self) -> float:
         """Share of the lifetime the three parts explain (1.0 when every moment is accounted for)."""
         return (self.work_s + self.wait_s + self.overhead_s) / self.lifetime_s if self.lifetime_s > 0 else 0.0
+
+    def share(self, seconds: float) -> float:
+        """`seconds` as a share of the lifetime."""
+        return seconds / self.lifetime_s if self.lifetime_s > 0 else 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -12,19 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sf.cfg.errors import ConfigError
+from sf.profiling.backends.catalog import BINARIES, NONE, WRAPPERS
+from sf.utils.errors import ConfigError
+from sf.utils.roles import WORKER_GROUPS, Role
 
-BACKENDS = ("none", "cprofile", "yappi", "pyinstrument", "py_spy", "torch", "nsight", "rocprof_sys")
-GROUPS = ("RolloutWorker", "InferenceWorker", "Batcher", "Learner", "Runner")
-# external profilers that start the process (nsight, rocprof_sys) or attach to it (py_spy): the binary must exist
-BINARIES = {"nsight": "nsys", "rocprof_sys": "rocprof-sys-python", "py_spy": "py-spy"}
-WRAPPERS = ("nsight", "rocprof_sys")
+GROUPS = tuple(role.value for role in WORKER_GROUPS)
 YAML_SECTION = "profiling"
 
 
 @dataclass(frozen=True)
 class ProfilingConfig:
-    backend: str = "none"
+    backend: str = NONE
     """Which profiler; "none" profiles nothing, wraps nothing and creates no folder."""
     worker_groups: tuple[str, ...] = ()
     """Component kinds to profile (see GROUPS); empty profiles none."""
@@ -43,7 +41,7 @@ class ProfilingConfig:
 
     @property
     def enabled(self) -> bool:
-        return self.backend != "none" and bool(self.worker_groups)
+        return self.backend != NONE and bool(self.worker_groups)
 
     def selects(self, group: str) -> bool:
         return self.enabled and group in self.worker_groups
@@ -93,7 +91,7 @@ def flatten_yaml_section(data: dict[str, Any]) -> dict[str, Any]:
             value = [f"{k}={_text(v)}" for k, v in value.items()]
         flat[f"profiling_{key}"] = value
     if enabled is False or str(enabled).lower() == "false":
-        flat["profiling_backend"] = "none"
+        flat["profiling_backend"] = NONE
     return flat
 
 
@@ -113,10 +111,10 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 def profiling_config(cfg) -> ProfilingConfig:
     """Build and validate the section from a parsed config; raises ConfigError naming the flag."""
-    backend = cfg.profiling_backend or "none"
+    backend = cfg.profiling_backend or NONE
     groups = list(cfg.profiling_worker_groups or [])
     if "all" in groups:  # the runner is the process you launched: an external wrapper cannot start it
-        groups = [g for g in GROUPS if not (backend in WRAPPERS and g == "Runner")]
+        groups = [g for g in GROUPS if not (backend in WRAPPERS and g == Role.RUNNER)]
     for group in groups:
         if group not in GROUPS:
             raise ConfigError(
@@ -155,7 +153,7 @@ def profiling_config(cfg) -> ProfilingConfig:
             f"the profiler yourself (`{BINARIES[backend]} ... python -m ...`) or use --serial_mode=False",
             flag="--profiling_backend",
         )
-    if pcfg.wraps_processes and "Runner" in pcfg.worker_groups:
+    if pcfg.wraps_processes and Role.RUNNER in pcfg.worker_groups:
         raise ConfigError(
             f"--profiling_worker_groups: the Runner is the process you launched, {backend} cannot wrap it; "
             f"start the command under `{BINARIES[backend]}` yourself or leave Runner out",

@@ -17,20 +17,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sf.profiling.backends import get_backend
-from sf.profiling.backends.external import COMMANDS
-from sf.profiling.config import GROUPS, ProfilingConfig
+from sf.profiling.backends.catalog import CATALOG, load
+from sf.profiling.config import ProfilingConfig
 from sf.profiling.window import StepGate
+from sf.utils.roles import WORKER_GROUPS, Role, role_of
 
 log = logging.getLogger("sf")
 
 # the component groups living in each kind of process
-KIND_GROUPS: dict[str, tuple[str, ...]] = {
-    "rollout": ("RolloutWorker",),
-    "inference": ("InferenceWorker",),
-    "learner": ("Learner", "Batcher"),
-    "rollout_inference": ("RolloutWorker", "InferenceWorker"),  # --inference_placement=rollout_worker
-    "runner": ("Runner",),
-    "serial": GROUPS,
+KIND_GROUPS: dict[str, tuple[Role, ...]] = {
+    "rollout": (Role.ROLLOUT_WORKER,),
+    "inference": (Role.INFERENCE_WORKER,),
+    "learner": (Role.LEARNER, Role.BATCHER),
+    "rollout_inference": (Role.ROLLOUT_WORKER, Role.INFERENCE_WORKER),  # --inference_placement=rollout_worker
+    "runner": (Role.RUNNER,),
+    "serial": WORKER_GROUPS,
 }
 JOIN_WAIT_S = 60.0  # profilers write their files as their process ends
 
@@ -44,8 +45,8 @@ def output_name(pcfg: ProfilingConfig, kind: str, label: str) -> str:
     a learner process profiled for its batcher only is `Batcher_0`; the one process of serial mode is `serial`."""
     if kind == "serial":
         return "serial"
-    if kind == "learner" and not pcfg.selects("Learner"):
-        label = label.replace("Learner", "Batcher")
+    if kind == "learner" and not pcfg.selects(Role.LEARNER):
+        label = label.replace(Role.LEARNER.value, Role.BATCHER.value)
     return label.replace(" ", "_")
 
 
@@ -55,7 +56,7 @@ def join_wait_s(pcfg: ProfilingConfig, default: float) -> float:
 
 def wrapper_script(pcfg: ProfilingConfig, name: str, python: str) -> Path:
     """`<output_dir>/<name>.launch.sh`: the exact command the process starts under, kept next to its output."""
-    prefix, env = COMMANDS[pcfg.backend](pcfg, pcfg.output_dir / name)
+    prefix, env = load(CATALOG[pcfg.backend].command)(pcfg, pcfg.output_dir / name)
     lines = ["#!/bin/sh", f"# {name}: started by sf under --profiling_backend={pcfg.backend}"]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
     lines.append("exec " + " ".join(shlex.quote(token) for token in [*prefix, python]) + ' "$@"')
@@ -117,7 +118,7 @@ def attach(pcfg: ProfilingConfig, kind: str, label: str, loop, policy_store=None
     if not selected(pcfg, kind):
         return None
     gate = StepGate(pcfg, output_name(pcfg, kind, label), get_backend(pcfg.backend))
-    learner = next((c for name, c in loop.components.items() if name.startswith("Learner")), None)
+    learner = next((c for name, c in loop.components.items() if role_of(name) == Role.LEARNER), None)
     if learner is not None:
         profile = ProcessProfile(gate, lambda: learner.version + 1)
         if pcfg.steps:

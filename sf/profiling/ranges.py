@@ -5,20 +5,15 @@ torch traces show sf's own structure. Outside a window the hook is not installed
 
 from __future__ import annotations
 
+from sf.utils.roles import role_of
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
-
-GROUP_PREFIXES = (
-    ("RolloutWorker", "rollout_worker"),
-    ("InferenceWorker", "inference_worker"),
-    ("Batcher", "batcher"),
-    ("Learner", "learner"),
-    ("Runner", "runner"),
-)
 
 
 def range_name(component: str, path: str) -> str:
-    """`Learner 0`, `train/update` -> `learner/train/update`; an unknown component keeps its own name."""
-    group = next((short for prefix, short in GROUP_PREFIXES if component.startswith(prefix)), component)
+    """`Learner 0`, `train/update` -> `learner/train/update` (the role in snake case); a component of no role keeps
+    its own name."""
+    role = role_of(component)
+    group = component if role is None else "".join(f"_{c.lower()}" if c.isupper() else c for c in role.value)[1:]
     return f"{group}/{path}"
 
 

@@ -31,8 +31,9 @@ def process_clock(pid: int) -> tuple[float, float] | None:
     return cpu, delay
 
 
-def append_snapshot(path: Path, t: float, frames: int, entry: dict, final: bool) -> None:
-    """entry: a profile.json entry ({name, pid, tree} and, where sent, resources and activity)."""
+def snapshot_record(t: float, frames: int, entry: dict, final: bool) -> dict:
+    """One line of the series. entry: a profile.json entry ({name, pid, tree} and, where sent, resources, activity
+    and node)."""
     clock = process_clock(entry["pid"])
     res = entry.get("resources") or {}
     cpu = res["cpu_user_s"] + res["cpu_system_s"] if "cpu_user_s" in res else (clock[0] if clock else None)
@@ -46,8 +47,15 @@ def append_snapshot(path: Path, t: float, frames: int, entry: dict, final: bool)
         "run_delay_s": clock[1] if clock else None,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "lifetime_s": (entry.get("activity") or {}).get("lifetime_s"),
+        "peak_rss_bytes": res.get("peak_rss_bytes"),
         "tree": entry["tree"],
     }
+    if "node" in entry:
+        record["node"] = entry["node"]
+    return record
+
+
+def append_snapshot(path: Path, record: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -63,6 +71,22 @@ class Snapshot:
     cores: int
     tree: dict
     lifetime_s: float | None = None  # the component's own clock, where the snapshot carries its activity
+    peak_rss_bytes: int | None = None  # the process's peak resident memory so far
+
+
+def snapshot_from_record(r: dict) -> Snapshot:
+    return Snapshot(
+        r["t"],
+        r["frames"],
+        r["pid"],
+        r["final"],
+        r.get("cpu_s"),
+        r.get("run_delay_s"),
+        r.get("cores") or os.cpu_count() or 1,
+        r["tree"],
+        r.get("lifetime_s"),
+        r.get("peak_rss_bytes"),
+    )
 
 
 def read_series(experiment_dir: Path) -> dict[str, list[Snapshot]]:
@@ -77,17 +101,5 @@ def read_series(experiment_dir: Path) -> dict[str, list[Snapshot]]:
             start = i
     series: dict[str, list[Snapshot]] = {}
     for r in records[start:]:
-        series.setdefault(r["component"], []).append(
-            Snapshot(
-                r["t"],
-                r["frames"],
-                r["pid"],
-                r["final"],
-                r.get("cpu_s"),
-                r.get("run_delay_s"),
-                r.get("cores") or os.cpu_count() or 1,
-                r["tree"],
-                r.get("lifetime_s"),
-            )
-        )
+        series.setdefault(r["component"], []).append(snapshot_from_record(r))
     return series

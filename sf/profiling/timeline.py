@@ -27,7 +27,7 @@ import time
 from array import array
 from pathlib import Path
 
-from sf.runtime.names import profile_order
+from sf.utils.roles import profile_order
 from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
 EVENTS_PER_PROCESS = 200_000

@@ -12,7 +12,7 @@ import torch
 
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.names import batcher_name, learner_name, rollout_worker_name
+from sf.utils.roles import batcher_name, learner_name, rollout_worker_name
 
 
 class Batcher(Component):

@@ -1,42 +1,100 @@
-"""Checkpoints under `<experiment>/checkpoint_p<i>/`, written atomically, newest `--keep_checkpoints` kept;
-with `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`;
+"""Checkpoints under `<experiment>/checkpoint_p<i>/`, durable and never lost to rotation or a bad write.
+
+- A save serializes in memory, writes `<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the folder: a
+  crash at any point leaves either the new file whole or the old set untouched. A save that fails (disk full) raises
+  CheckpointError naming the file and the cause, after removing its temporary file; the files before it stay.
+- Rotation keeps the newest `--keep_checkpoints` by save order (this run's saves in the order made, after earlier
+  runs' files by modification time, which the rename keeps), never by the version in their names: a run resumed
+  from an older or a best checkpoint writes versions below those already there, and they must count as the newest.
+  The file just written is never deleted.
+- Loading takes the newest file that loads (`torch.load(weights_only=True)`: tensors, numbers and strings only, so
+  a checkpoint folder someone else wrote cannot run code) and holds what a training state needs; a truncated or
+  corrupt newer one is named in a warning and skipped.
+- `*.tmp` files a killed save left behind are removed when a learner starts (`remove_stale`).
+
+With `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`;
 with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept),
-the file `--load_checkpoint_kind=best` loads."""
+the file `--load_checkpoint_kind=best` loads. Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
+"""
 
 from __future__ import annotations
 
+import io
+import logging
 import math
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+log = logging.getLogger("sf")
+
 BEST_MARGIN = 1e-3  # a new best must beat the old one by more than this (Sample Factory's 3 significant digits)
 KIND_PREFIX = {"latest": "checkpoint", "best": "best"}
+TMP_SUFFIX = ".tmp"
+STATE_KEYS = ("model", "optimizer", "env_steps", "version")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be written or read: the message names the file and the cause, on one line."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: Path
+    state: dict
+
+
+def checkpoint_dir(experiment_dir: str | Path, policy_id: int) -> Path:
+    return Path(experiment_dir) / f"checkpoint_p{policy_id}"
 
 
 class CheckpointManager:
     def __init__(self, experiment_dir: str | Path, policy_id: int, keep: int, milestone_every_s: float = -1):
-        self.dir = Path(experiment_dir) / f"checkpoint_p{policy_id}"
+        self.dir = checkpoint_dir(experiment_dir, policy_id)
         self.keep = max(1, keep)
         self.milestone_every_s = milestone_every_s
         self.last_milestone = time.monotonic()
         self.best_value = -math.inf  # of the best policy saved so far; restored from checkpoints on resume
+        self.saved: list[Path] = []  # this manager's saves, oldest first
 
     def paths(self, kind: str = "latest") -> list[Path]:
-        """Oldest first: names embed the zero-padded policy version."""
+        """Oldest first, by save order: files from earlier runs by modification time (then name), then this
+        manager's own saves in the order it made them (two saves can share a timestamp's resolution)."""
         if not self.dir.is_dir():
             return []
-        return sorted(self.dir.glob(f"{KIND_PREFIX[kind]}_*.pth"))
+        found = set(self.dir.glob(f"{KIND_PREFIX[kind]}_*.pth"))
+        own = [path for path in self.saved if path in found]
+        return sorted(found - set(own), key=_save_order) + own
 
+    def remove_stale(self) -> list[Path]:
+        """Remove the temporary files of saves that never finished (the process was killed while writing)."""
+        stale = sorted(self.dir.glob(f"*{TMP_SUFFIX}")) if self.dir.is_dir() else []
+        for path in stale:
+            path.unlink(missing_ok=True)
+            log.warning("removed %s, left by a save that never finished", path)
+        return stale
+
+    # writing ------------------------------------------------------------------------------------------------
     def _write(self, state: dict, name: str) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / name
-        tmp = path.with_suffix(".pth.tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, path)
+        tmp = self.dir / (name + TMP_SUFFIX)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)  # in memory first: a failing disk then surfaces as the OSError it is
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            _write_durably(tmp, buffer.getbuffer())
+            os.replace(tmp, path)
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"cannot save checkpoint {path}: {_cause(exc)}") from None
+        if path in self.saved:
+            self.saved.remove(path)
+        self.saved.append(path)
         return path
 
     def save(self, state: dict, version: int, env_steps: int) -> Path:
@@ -46,7 +104,8 @@ class CheckpointManager:
             self._keep_milestone(path)
             self.last_milestone = now
         for old in self.paths()[: -self.keep]:
-            old.unlink(missing_ok=True)
+            if old != path:
+                old.unlink(missing_ok=True)
         return path
 
     def save_if_best(self, state: dict, version: int, env_steps: int, metric: str, value: float) -> Path | None:
@@ -71,12 +130,71 @@ class CheckpointManager:
         except OSError:
             shutil.copy2(path, milestones / path.name)
 
+    # reading ------------------------------------------------------------------------------------------------
     def load(self, kind: str = "latest", map_location: str = "cpu") -> dict | None:
-        """The newest checkpoint of `kind` ("latest": the periodic ones, "best"), or None when there is none."""
-        paths = self.paths(kind)
-        if not paths:
-            return None
-        return torch.load(paths[-1], map_location=map_location, weights_only=False)
+        """The state of `newest(kind)`."""
+        loaded = self.newest(kind, map_location)
+        return loaded.state if loaded is not None else None
 
     def load_latest(self, map_location: str = "cpu") -> dict | None:
         return self.load("latest", map_location)
+
+    def newest(self, kind: str = "latest", map_location: str = "cpu") -> Loaded | None:
+        """The newest checkpoint of `kind` ("latest": the periodic ones, "best") that loads, None when there is none;
+        CheckpointError when there are some and none loads."""
+        paths = self.paths(kind)
+        failures = []
+        for path in reversed(paths):
+            try:
+                return Loaded(path, load_state(path, map_location))
+            except CheckpointError as exc:
+                failures.append(str(exc))
+                log.warning("%s: skipped, trying the checkpoint saved before it", exc)
+        if failures:
+            raise CheckpointError(f"none of the {len(paths)} checkpoints in {self.dir} loads; newest: {failures[0]}")
+        return None
+
+
+def load_state(path: Path, map_location: str = "cpu") -> dict:
+    """A training state saved by `CheckpointManager`; CheckpointError naming the file when it does not load whole."""
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # truncated zip, bad pickle, a class weights_only refuses: each its own type
+        raise CheckpointError(f"checkpoint {path} cannot be loaded (truncated or corrupt): {_cause(exc)}") from None
+    if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
+        raise CheckpointError(f"checkpoint {path} is not a training state (no {', '.join(STATE_KEYS)})")
+    return state
+
+
+def _save_order(path: Path) -> tuple[int, str]:
+    try:
+        return path.stat().st_mtime_ns, path.name
+    except OSError:  # removed meanwhile: first in line for rotation
+        return 0, path.name
+
+
+def _write_durably(path: Path, data: memoryview) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} (errno {exc.errno})"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

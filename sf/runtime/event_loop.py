@@ -18,6 +18,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from faster_fifo import Empty, Queue
@@ -27,9 +28,23 @@ from sf.profiling.timeline import FLOW, TRIM_PERIOD_S
 from sf.utils.timing import Timing
 
 Message = tuple  # (dest, kind, *payload)
+RunHook = Callable[[], AbstractContextManager]
+"""Entered when an event loop starts running and exited when it stops, in the loop's thread: what a tool that
+measures whole loops (the cross-stack breakdown's clocks and capture) installs with `add_run_hook`."""
 
 _clock = time.perf_counter
 _deserialize_s = [0.0]  # seconds this process spent unpickling messages (one loop reads the inbox per process)
+
+
+_run_hooks: list[RunHook] = []
+
+
+def add_run_hook(hook: RunHook) -> None:
+    _run_hooks.append(hook)
+
+
+def remove_run_hook(hook: RunHook) -> None:
+    _run_hooks.remove(hook)
 
 
 def _timed_loads(data: bytes) -> Message:
@@ -95,6 +110,7 @@ class EventLoop:
         self.started: list[Component] = []
         self.meter = LoopMeter(_clock())
         self.lifetime_s = 0.0
+        self.failed: str | None = None  # the component whose handler or hook raised, for the error that ends the run
 
     def add(self, component: Component, aliases: tuple[str, ...] = ()) -> None:
         component.loop = self
@@ -126,6 +142,11 @@ class EventLoop:
         start = _clock()
         try:
             component.handlers[msg[1]](*msg[2:])
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             component.busy_s += _clock() - start
         if component.wait_key != component.wait_open:
@@ -136,6 +157,11 @@ class EventLoop:
         start = _clock()
         try:
             fn()
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             component.busy_s += _clock() - start
         if component.wait_key != component.wait_open:
@@ -193,6 +219,11 @@ class EventLoop:
         start = _clock()
         try:
             component.handlers[kind](*payload)
+        except StopLoop:
+            raise
+        except Exception:
+            self.failed = component.name
+            raise
         finally:
             end = _clock()
             component.busy_s += end - start
@@ -248,6 +279,16 @@ class EventLoop:
         return False
 
     def run(self) -> None:
+        """Deliver messages until a handler raises StopLoop or the stop event is set, inside every run hook."""
+        if not _run_hooks:
+            self._run()
+            return
+        with ExitStack() as hooks:
+            for hook in list(_run_hooks):
+                hooks.enter_context(hook())
+            self._run()
+
+    def _run(self) -> None:
         self.meter = LoopMeter(_clock())
         self.flushing = [c for c in self.components.values() if type(c).flush is not Component.flush]
         meter, inbox = self.meter, self.inbox

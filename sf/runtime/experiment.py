@@ -7,11 +7,15 @@ import json
 import math
 import os
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
 
 from sf.cfg.arguments import cfg_to_dict
+from sf.profiling.series import SERIES_FILE
+
+SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
 
 
 class Experiment:
@@ -22,9 +26,14 @@ class Experiment:
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
             shutil.rmtree(self.dir)
         if cfg.restart_behavior == "restart":
-            for old in self.dir.glob("checkpoint_p*"):
-                shutil.rmtree(old)
+            for old in [*self.dir.glob("checkpoint_p*"), self.dir / SCALARS_DIR, self.dir / SERIES_FILE]:
+                if old.is_dir():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink(missing_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob("*.json.tmp"):  # a write the previous run was killed in
+            stale.unlink(missing_ok=True)
         self.writers: dict[int, SummaryWriter] = {}
         self.wandb = None
         if cfg.with_wandb:
@@ -43,10 +52,20 @@ class Experiment:
     def write_config(self) -> Path:
         return self.write_json("config.json", cfg_to_dict(self.cfg))
 
+    def keep_previous_config(self) -> Path | None:
+        """Before a resumed run with another config writes its own: the old config.json, renamed after its time."""
+        path = self.dir / "config.json"
+        if not path.is_file():
+            return None
+        stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+        kept = self.dir / f"config.{stamp}.json"
+        os.replace(path, kept)
+        return kept
+
     def writer(self, policy_id: int) -> SummaryWriter:
         if policy_id not in self.writers:
             self.writers[policy_id] = SummaryWriter(
-                str(self.dir / ".summary" / str(policy_id)), flush_secs=self.cfg.flush_summaries_interval
+                str(self.dir / SCALARS_DIR / str(policy_id)), flush_secs=self.cfg.flush_summaries_interval
             )
         return self.writers[policy_id]
 

@@ -4,11 +4,13 @@ log-probs, values and next RNN states straight into the trajectory buffers, tell
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from sf.model.mlp_kernel import MlpPolicyKernel, seed_sampling
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.event_loop import Component
-from sf.runtime.names import inference_worker_name, rollout_worker_name
+from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 
 class InferenceWorker(Component):
@@ -39,9 +41,22 @@ class InferenceWorker(Component):
         self.logits_flat = t["action_logits"].view(n * T, -1)
         self.version_flat = t["policy_version"].view(-1)
         self.use_rnn = buffers.layout.rnn_state_size > 0
+        self.kernel = MlpPolicyKernel.of(model) if cfg.mlp_inference_kernel and self.device.type == "cpu" else None
+        if self.kernel is not None:
+            (obs_np,) = buffers.obs_np.values()
+            self.obs_np_flat = obs_np.reshape(n * (T + 1), -1)
+            self.out_np = {
+                "actions": buffers.np["actions"].reshape(n * T, -1),
+                "log_prob": buffers.np["log_prob"].reshape(-1),
+                "action_logits": buffers.np["action_logits"].reshape(n * T, -1),
+                "values": buffers.np["values"].reshape(-1),
+                "policy_version": buffers.np["policy_version"].reshape(-1),
+            }
 
     def on_start(self) -> None:
         self.model.eval()
+        if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
+            seed_sampling(torch.initial_seed() % 2**32)
 
     def _on_request(self, worker: int, split: int, slots: list[int], steps: list[int]) -> None:
         self.requests.append((worker, split, slots, steps))
@@ -53,6 +68,9 @@ class InferenceWorker(Component):
         timing = self.timing
         with timing.add_time("update_model"):
             self.version = self.store.maybe_load(self.model, self.version)
+        if self.kernel is not None:
+            self._kernel_step(requests)
+            return
         with timing.add_time("one_step"), timing.add_time("handle_policy_step"), torch.no_grad():
             with timing.add_time("deserialize"):
                 slots, steps = [], []
@@ -86,10 +104,29 @@ class InferenceWorker(Component):
                 if new_rnn is not None:
                     self.rnn_flat.index_copy_(0, idx_obs + 1, new_rnn)
             with timing.add_time("send_messages"):
-                # one message per rollout worker naming every split of it served here: a queue put wakes the
-                # worker and costs far more than its bytes, and both splits of a worker are often in one call
-                splits: dict[int, list[int]] = {}
-                for worker, split, _, _ in requests:
-                    splits.setdefault(worker, []).append(split)
-                for worker, served in splits.items():
-                    self.send(rollout_worker_name(worker), "actions", served, self.policy_id)
+                self._send_actions(requests)
+
+    def _send_actions(self, requests: list[tuple[int, int, list[int], list[int]]]) -> None:
+        """One message per rollout worker naming every split of it served here: a queue put wakes the worker and
+        costs far more than its bytes, and both splits of a worker are often in one call."""
+        splits: dict[int, list[int]] = {}
+        for worker, split, _, _ in requests:
+            splits.setdefault(worker, []).append(split)
+        for worker, served in splits.items():
+            self.send(rollout_worker_name(worker), "actions", served, self.policy_id)
+
+    def _kernel_step(self, requests: list[tuple[int, int, list[int], list[int]]]) -> None:
+        """The same step for a small MLP policy, as one numba call over the buffers (`sf.model.mlp_kernel`)."""
+        timing = self.timing
+        with timing.add_time("one_step"), timing.add_time("handle_policy_step"):
+            with timing.add_time("deserialize"):
+                slots, steps = [], []
+                for _, _, s, t in requests:
+                    slots += s
+                    steps += t
+                slots_np = np.array(slots, dtype=np.int64)
+                steps_np = np.array(steps, dtype=np.int64)
+            with timing.add_time("forward"):
+                self.kernel.step(self.obs_np_flat, slots_np, steps_np, self.T, self.version, self.out_np)
+            with timing.add_time("send_messages"):
+                self._send_actions(requests)

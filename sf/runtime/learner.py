@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -18,9 +19,9 @@ from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
 from sf.profiling import staleness
-from sf.runtime.checkpoint import CheckpointManager
+from sf.runtime.checkpoint import CheckpointManager, load_state
 from sf.runtime.event_loop import Component
-from sf.runtime.names import RUNNER, batcher_name, learner_name, rollout_worker_name
+from sf.utils.roles import RUNNER, batcher_name, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 
@@ -37,6 +38,7 @@ class Learner(Component):
         device: str,
         checkpoints: CheckpointManager,
         reward_scale: float,
+        resume_from: Path | None = None,
     ):
         super().__init__(learner_name(policy_id))
         self.cfg = cfg
@@ -45,6 +47,7 @@ class Learner(Component):
         self.store = policy_store
         self.device = torch.device(device)
         self.checkpoints = checkpoints
+        self.resume_from = resume_from  # the checkpoint the main process chose (sf.runtime.resume)
         self.reward_scale = cfg.reward_scale * reward_scale
         self.env_steps = 0
         self.version = 0
@@ -61,14 +64,21 @@ class Learner(Component):
         self.optimizer = torch.optim.Adam(
             params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps
         )
-        state = self.checkpoints.load(cfg.load_checkpoint_kind) if cfg.restart_behavior == "resume" else None
+        self.checkpoints.remove_stale()
+        state = load_state(self.resume_from) if self.resume_from is not None else None
         if state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
             self.checkpoints.best_value = state.get("best_performance", self.checkpoints.best_value)
             self.lr_schedule.lr = state.get("lr", self.lr_schedule.lr)  # a KL-adaptive rate carries on where it was
-            log.info("%s resumed from policy version %d (%d env frames)", self.name, self.version, self.env_steps)
+            log.info(
+                "%s resumed from policy version %d (%d env frames), %s",
+                self.name,
+                self.version,
+                self.env_steps,
+                self.resume_from,
+            )
         self._set_lr(self.lr_schedule.value(self.env_steps))
         self.store.publish(self.model, self.version)
         self.send(batcher_name(self.policy_id), "learner_version", self.version)

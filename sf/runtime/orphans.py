@@ -2,7 +2,9 @@
 killed with SIGKILL: the main process adopts them (Linux child subreaper) and ends them when the run ends.
 
 Without this an engine whose worker died is re-parented to init, keeps running and keeps the run's output
-pipes open, so a launcher waiting for the run to close its output would wait forever.
+pipes open, so a launcher waiting for the run to close its output would wait forever. Also what the supervisor and
+the guard read from /proc: parents, start times (a pid with its start time names one process for good), sessions,
+the /dev/shm files a process holds.
 """
 
 from __future__ import annotations
@@ -27,19 +29,67 @@ def adopt_orphans(enable: bool = True) -> bool:
         return False
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, ...), None once the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # the command name may contain spaces and ')'
+
+
+def parents() -> dict[int, int]:
+    """pid -> parent pid of every process, read from /proc."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat_fields(entry.name)
+        if fields is not None:
+            found[int(entry.name)] = int(fields[1])
+    return found
+
+
 def child_pids(pid: int | None = None) -> set[int]:
     """Direct children of `pid` (default: this process), zombies included, read from /proc."""
     pid = os.getpid() if pid is None else pid
-    children = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        ppid = int(text[text.rindex(")") + 2 :].split()[1])  # the command name may contain spaces and ')'
-        if ppid == pid:
-            children.add(int(stat.parent.name))
-    return children
+    return {child for child, parent in parents().items() if parent == pid}
+
+
+def descendants(roots: set[int]) -> set[int]:
+    """Every process below `roots` (not the roots themselves)."""
+    below: dict[int, list[int]] = {}
+    for child, parent in parents().items():
+        below.setdefault(parent, []).append(child)
+    found, todo = set(), list(roots)
+    while todo:
+        for child in below.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes of session `sid`."""
+    members = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat_fields(entry.name)
+        if fields is not None and int(fields[3]) == sid and fields[0] not in "ZXx":
+            members.append(int(entry.name))
+    return members
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, it names one process for good."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def running(pid: int, started: int | None = None) -> bool:
+    """The process exists, is not a zombie and (given `started`) is the one that started then."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in "ZXx":
+        return False
+    return started is None or int(fields[19]) == started
 
 
 def end_orphans(keep: set[int]) -> list[int]:
@@ -48,7 +98,7 @@ def end_orphans(keep: set[int]) -> list[int]:
     ended = sorted(child_pids() - keep)
     if not ended:
         return []
-    names = [_describe(pid) for pid in ended]
+    names = [describe(pid) for pid in ended]
     shm = set().union(*(shm_files(pid) for pid in ended))
     for pid in ended:
         try:
@@ -56,13 +106,26 @@ def end_orphans(keep: set[int]) -> list[int]:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-    in_use = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
-    for path in shm - in_use:
-        Path(path).unlink(missing_ok=True)
+    unlink_unused(shm)
     log.warning(
         "ended %d process(es) left behind by components that did not stop cleanly: %s", len(ended), ", ".join(names)
     )
     return ended
+
+
+def unlink_unused(paths: set[str]) -> list[str]:
+    """Unlink those of `paths` (/dev/shm files) that no live process has mapped or open; return them."""
+    if not paths:
+        return []
+    in_use = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
+    removed = []
+    for path in sorted(paths - in_use):
+        try:
+            Path(path).unlink()
+            removed.append(path)
+        except OSError:
+            pass
+    return removed
 
 
 def shm_files(pid: int) -> set[str]:
@@ -82,7 +145,7 @@ def shm_files(pid: int) -> set[str]:
     return files
 
 
-def _describe(pid: int) -> str:
+def describe(pid: int) -> str:
     try:
         return f"{Path(f'/proc/{pid}/comm').read_text().strip()} (pid {pid})"
     except OSError:

@@ -9,7 +9,9 @@ the profiler's wrapper script (`sf.profiling.launch`).
 
 The server's environment is what its children inherit, not the runner's at each start: it is started with the math
 libraries' thread variables set to 1 when `--force_envs_single_thread` asks for that (every component process sets
-torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner blocks them for its components.
+torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner blocks them for its components. It
+dies with the process that started it (`sf.runtime.fork_server_link`). The supervisor (`sf.runtime.supervisor`) is the
+one user of this module.
 """
 
 from __future__ import annotations
@@ -20,36 +22,56 @@ import multiprocessing.forkserver
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 
+from sf.envs.registry import RegistrySnapshot
+from sf.runtime.parent_link import MAIN_PID_VARIABLE
 from sf.utils.process_settings import thread_limits
 
 log = logging.getLogger("sf")
 
 STOP_TIMEOUT_S = 5.0
 BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel")
+SERVER_LINK = "sf.runtime.fork_server_link"
 
 
 def forkserver_available() -> bool:
     return "forkserver" in mp.get_all_start_methods()
 
 
-def preload_modules(env_factories: dict) -> list[str]:
+def preload_modules(registry: RegistrySnapshot) -> list[str]:
     """What the server imports: torch, sf's component code and the modules that registered the run's envs."""
-    env_modules = {factory.__module__ for factory in env_factories.values()}
+    factories = [*registry.envs.values(), *registry.vector_envs.values()]
+    env_modules = {factory.__module__ for factory in factories}
     return [*BASE_PRELOAD, *sorted(m for m in env_modules if m and m != "__main__")]
 
 
 def component_context(preload: list[str], single_thread: bool) -> BaseContext:
     """The context to start component processes from: the fork server, running, or spawn where there is none.
-    Call with SIGINT and SIGTERM blocked: the server keeps the mask it starts with and hands it to its children."""
+    Call with SIGINT and SIGTERM blocked: the server keeps the mask it starts with and hands it to its children.
+
+    Started from the main thread, the server dies with this process (`sf.runtime.fork_server_link`, imported last)."""
     if not forkserver_available():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(preload)
-    with thread_limits(single_thread):
+    linked = threading.current_thread() is threading.main_thread()
+    ctx.set_forkserver_preload([*preload, SERVER_LINK] if linked else preload)
+    with thread_limits(single_thread), _main_pid_variable(linked):
         multiprocessing.forkserver.ensure_running()
     return ctx
+
+
+@contextmanager
+def _main_pid_variable(enabled: bool) -> Iterator[None]:
+    """While active, a server started from here knows which process it must die with; nothing started later does."""
+    if enabled:
+        os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
+    try:
+        yield
+    finally:
+        os.environ.pop(MAIN_PID_VARIABLE, None)
 
 
 def _server():

@@ -7,6 +7,10 @@ or in synchronous mode for the next policy version) simply joins its group's nex
 
 With `--env_threads` > 1 a group's envs step in that many contiguous chunks at once, the worker's thread taking the
 first: simulators that release the GIL while they compute (MuJoCo) then use more than one core per worker.
+
+With a vector env (`--envpool=True`, `sf.envs.vector`) the worker's envs are one object instead: a split is one batch
+step of it (the `env_step/batch_step` scope), written into the buffers with array operations; the per-env
+bookkeeping after it is the same. The choice is made once, at start.
 """
 
 from __future__ import annotations
@@ -16,10 +20,15 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.episodes import NO_INFO, reported_episode
+from sf.envs.registry import create_vector_env
+from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.names import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
+from sf.utils.roles import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
 
 
 class RolloutWorker(Component):
@@ -35,6 +44,7 @@ class RolloutWorker(Component):
         self.sync = not cfg.async_rl
         self.handlers = {"actions": self._on_actions, "release": self._on_release, "policy_version": self._on_version}
         self.env_pool: ThreadPoolExecutor | None = None
+        self.vector: VectorEnv | None = None
 
     # set-up ------------------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -60,9 +70,10 @@ class RolloutWorker(Component):
         self.version = [0] * cfg.num_policies
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
-            if cfg.env_threads > 1
+            if cfg.env_threads > 1 and not cfg.envpool
             else None
         )
+        self.env_stats = cfg.use_record_episode_statistics
         self.done_count = [0] * n
         self.num_splits = cfg.worker_num_splits
         per_split = n // self.num_splits
@@ -73,39 +84,68 @@ class RolloutWorker(Component):
         self.envs_total = cfg.num_workers * n
         self.traj_per_version = trajectories_per_batch(cfg)
 
-        obs_np, rnn_np = self.buffers.obs_np, self.buffers.np["rnn_states"]
         delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds
         if delay > 0:
             with self.timing.add_time("wait_decorrelation"):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
         with self.timing.add_time("init_envs"):
-            for i in range(n):
-                env_id = self.global_env[i]
-                env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)), cfg.env_framestack)
-                seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
-                obs = env.reset(seed=seed)
-                if cfg.decorrelate_envs_on_one_worker and i > 0:
-                    # env i runs i rollouts out of phase with env 0, so the worker's envs do not reset together; past
-                    # the time limit the same reset phase comes sooner. With --decorrelate_by_truncation its first
-                    # episode ends that much early instead (same resets, nothing simulated to get there)
-                    offset, limit = cfg.rollout * i, env.max_episode_steps
-                    offset = offset % limit if limit else offset
-                    if offset and limit and cfg.decorrelate_by_truncation:
-                        env.cut_first_episode(limit - offset)
-                    elif offset:
-                        obs = env.random_steps(offset, seed)
-                self.envs.append(env)
-                slot = self.free.popleft()
-                self.slot[i] = slot
-                self.policy[i] = self._draw_policy()
-                for key, value in obs.items():
-                    obs_np[key][slot, 0] = value
-                rnn_np[slot, 0] = 0.0
-                self.buffers.np["traj_time"][slot, 0] = time.monotonic()
-                self.ready[self.split_of[i]].append(i)
+            if cfg.envpool:
+                self._start_vector_env()
+            else:
+                self._start_envs()
+        self._step_group = self._step_vector if self.vector is not None else self._step_envs
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
+
+    def _start_envs(self) -> None:
+        cfg, n = self.cfg, self.num_envs
+        obs_np, rnn_np = self.buffers.obs_np, self.buffers.np["rnn_states"]
+        for i in range(n):
+            env_id = self.global_env[i]
+            env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(self.idx, i, env_id)), cfg.env_framestack)
+            seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
+            obs = env.reset(seed=seed)
+            if cfg.decorrelate_envs_on_one_worker and i > 0:
+                # env i runs i rollouts out of phase with env 0, so the worker's envs do not reset together; past
+                # the time limit the same reset phase comes sooner. With --decorrelate_by_truncation its first
+                # episode ends that much early instead (same resets, nothing simulated to get there)
+                offset, limit = cfg.rollout * i, env.max_episode_steps
+                offset = offset % limit if limit else offset
+                if offset and limit and cfg.decorrelate_by_truncation:
+                    env.cut_first_episode(limit - offset)
+                elif offset:
+                    obs = env.random_steps(offset, seed)
+            self.envs.append(env)
+            slot = self.free.popleft()
+            self.slot[i] = slot
+            self.policy[i] = self._draw_policy()
+            for key, value in obs.items():
+                obs_np[key][slot, 0] = value
+            rnn_np[slot, 0] = 0.0
+            self._clear_step_flags(slot)
+            self.buffers.np["traj_time"][slot, 0] = time.monotonic()
+            self.ready[self.split_of[i]].append(i)
+
+    def _start_vector_env(self) -> None:
+        """One vector env holds the worker's envs, in env order. They start together; with
+        --decorrelate_by_truncation their first episodes are cut as on the per-env path (no random steps here)."""
+        cfg, n = self.cfg, self.num_envs
+        self.vector = create_vector_env(cfg.env, cfg, VectorConfig(self.idx, n, self.global_env[0]))
+        obs = self.vector.reset()
+        limit = self.vector.max_episode_steps
+        if cfg.decorrelate_envs_on_one_worker and cfg.decorrelate_by_truncation and limit:
+            offsets = np.arange(n) * cfg.rollout % limit
+            self.vector.cut_first_episodes(np.where(offsets > 0, limit - offsets, 0))
+        slots = [self.free.popleft() for _ in range(n)]
+        for i, slot in enumerate(slots):
+            self.slot[i] = slot
+            self.policy[i] = self._draw_policy()
+            self.ready[self.split_of[i]].append(i)
+        for key, rows in obs.items():
+            self.buffers.obs_np[key][slots, 0] = rows
+        self.buffers.np["rnn_states"][slots, 0] = 0.0
+        self.buffers.np["traj_time"][slots, 0] = time.monotonic()
 
     def _draw_policy(self) -> int:
         return self.rng.randrange(self.cfg.num_policies) if self.cfg.num_policies > 1 else 0
@@ -136,7 +176,7 @@ class RolloutWorker(Component):
             else:
                 stepping.append(i)
         if stepping:
-            self._step_envs(stepping, split)
+            self._step_group(stepping, split)
         for policy_id, slots in finished.items():
             self.send(batcher_name(policy_id), "trajectories", slots)
         self._request(split)
@@ -155,24 +195,53 @@ class RolloutWorker(Component):
                 results, resets = self._step_in_threads(stepping)
         with timing.add_time("overhead"):
             ep_return, ep_len, ready = self.ep_return, self.ep_len, self.ready[split]
-            for k, (i, (obs, reward, terminated, truncated, _)) in enumerate(zip(stepping, results)):
+            for k, (i, (obs, reward, terminated, truncated, info)) in enumerate(zip(stepping, results)):
                 s, step = slot[i], t[i]
                 rewards_np[s, step] = reward
                 ep_return[i] += reward
                 ep_len[i] += 1
-                if terminated or truncated:
+                if terminated or truncated:  # a slot's dones and time-outs are zeroed when the env takes it
                     dones_np[s, step] = 1.0
                     time_outs_np[s, step] = float(truncated and not terminated)
-                    self._episode_done(i)
+                    self._episode_done(i, info)
                     obs = resets[k]
                     rnn_np[s, step + 1] = 0.0
-                else:
-                    dones_np[s, step] = 0.0
-                    time_outs_np[s, step] = 0.0
                 for key, value in obs.items():
                     obs_np[key][s, step + 1] = value
                 t[i] = step + 1
                 if step + 1 == T:
+                    with timing.add_time("complete_rollouts"):
+                        self._complete(i, ready)
+                else:
+                    ready.append(i)
+
+    def _step_vector(self, stepping: list[int], split: int) -> None:
+        """`_step_envs` for a vector env: one batch step of the split's envs, then every buffer write as one array
+        operation over the split; only the episode bookkeeping stays per env."""
+        b, T, timing = self.buffers, self.T, self.timing
+        slots = np.array([self.slot[i] for i in stepping])
+        steps = np.array([self.t[i] for i in stepping])
+        with timing.add_time("env_step"):
+            actions = b.np["actions"][slots, steps]
+            with timing.add_time("batch_step"):
+                result = self.vector.step(np.array(stepping, np.int32), actions)
+        with timing.add_time("overhead"):
+            ended = result.terminated | result.truncated
+            b.np["rewards"][slots, steps] = result.rewards
+            b.np["dones"][slots, steps] = ended
+            b.np["time_outs"][slots, steps] = result.truncated & ~result.terminated
+            for key, rows in result.obs.items():
+                b.obs_np[key][slots, steps + 1] = rows
+            if ended.any():
+                b.np["rnn_states"][slots[ended], steps[ended] + 1] = 0.0
+            ep_return, ep_len, t, ready = self.ep_return, self.ep_len, self.t, self.ready[split]
+            for k, (i, reward, done) in enumerate(zip(stepping, result.rewards.tolist(), ended.tolist())):
+                ep_return[i] += reward
+                ep_len[i] += 1
+                if done:
+                    self._episode_done(i, result.infos.get(k, NO_INFO))
+                t[i] += 1
+                if t[i] == T:
                     with timing.add_time("complete_rollouts"):
                         self._complete(i, ready)
                 else:
@@ -208,8 +277,10 @@ class RolloutWorker(Component):
         else:
             self.wait_key = "wait_actions"
 
-    def _episode_done(self, i: int) -> None:
-        self.episodes.setdefault(self.policy[i], []).append((self.ep_return[i], self.ep_len[i]))
+    def _episode_done(self, i: int, info: dict) -> None:
+        episode = reported_episode(info, self.ep_return[i], self.ep_len[i], self.env_stats)
+        if episode is not None:
+            self.episodes.setdefault(self.policy[i], []).append(episode)
         self.ep_return[i] = 0.0
         self.ep_len[i] = 0
         self.episode_ended[i] = True
@@ -231,6 +302,7 @@ class RolloutWorker(Component):
         for arr in b.obs_np.values():
             arr[new, 0] = arr[old, T]
         b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        self._clear_step_flags(new)
         b.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
@@ -239,6 +311,11 @@ class RolloutWorker(Component):
         self.episode_ended[i] = False
         self.slot[i] = new
         self.t[i] = 0
+
+    def _clear_step_flags(self, slot: int) -> None:
+        """A slot starts with no episode end: the step loop then writes dones and time-outs only when one ends."""
+        self.buffers.np["dones"][slot] = 0.0
+        self.buffers.np["time_outs"][slot] = 0.0
 
     def _quota(self, i: int) -> int:
         """Synchronous mode: how many trajectories env i collects for the current policy version.
@@ -308,3 +385,5 @@ class RolloutWorker(Component):
             self.env_pool.shutdown()
         for env in self.envs:
             env.close()
+        if self.vector is not None:
+            self.vector.close()

@@ -3,18 +3,18 @@ its own process; the runner stays in this one. With `--inference_placement=rollo
 small models on the CPU) there are no inference processes: each rollout worker's process also holds an inference
 worker of each policy, serving that worker alone through the local deque.
 
-Processes are forked from a server that has imported torch and sf once (`sf.runtime.process_start`), or spawned
-where an external profiler wraps them, through `start_component_process`, one call per process.
-Every process watches the shared stop event and its parent; the runner watches every process, so a
-crash anywhere ends the run within seconds, with the profiles that could be collected.
+The supervisor (`sf.runtime.supervisor`) owns the processes: it starts them (forked from a server that has imported
+torch and sf once, or spawned where an external profiler wraps them, through `start_component_process`), links each
+to this process (a component stops by itself within a second of the main process's death), watches them (an exit,
+the fork server's death or a missing heartbeat ends the run within seconds) and ends them in order.
 
 Stopping: the main process alone reacts to SIGINT and SIGTERM (component processes leave both to it), sets
-the stop event, and gives the components `--stop_timeout_sec` to finish the message at hand (a learner its
+the stop flag, and gives the components `--stop_timeout_sec` to finish the message at hand (a learner its
 training iteration), save and send their final trees; after a crash the survivors get `CRASH_GRACE_S`,
-since one may be stuck on a queue the dead process held. A process still running then is killed, with a
-warning, and processes left behind by killed components (env engines) are ended too. A queue lock a killed process
-held is released by the runner's `LockWatch` (`sf.runtime.abandoned_locks`), so neither the runner's own inbox nor
-the survivors' stay blocked on it.
+since one may be stuck on a queue the dead process held: such a queue stays locked for good (`sf.runtime.mailbox`),
+and this process reads its own inbox through a thread so that it never waits on one without a deadline. A process
+still running then is killed, with a warning, and processes left behind by killed components (env engines) are
+ended too.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import faster_fifo
@@ -35,11 +37,20 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
+from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
-from sf.runtime.abandoned_locks import LockWatch
+from sf.runtime.checkpoint import Loaded
+from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
-from sf.runtime.names import (
+from sf.runtime.mailbox import Mailbox
+from sf.runtime.parent_link import ParentLink
+from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.runner import Runner
+from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
+from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
+from sf.utils.process_settings import apply_process_settings, thread_limits
+from sf.utils.roles import (
     RUNNER,
     batcher_name,
     inference_worker_name,
@@ -47,27 +58,30 @@ from sf.runtime.names import (
     policy_queue_name,
     rollout_worker_name,
 )
-from sf.runtime.orphans import adopt_orphans, child_pids, end_orphans
-from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.runner import Runner
-from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
-from sf.utils.process_settings import apply_process_settings, thread_limits
 
 log = logging.getLogger("sf")
 
 QUEUE_BYTES = 4 * 1024 * 1024
 CRASH_GRACE_S = 3.0  # after a component died: the run must end within seconds, whatever the others do
 EXIT_WAIT_S = 2.0  # a process that has sent its final trees only has to exit
-PARENT_CHECK_S = 1.0
 WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid calls
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event_local, cluster=None) -> dict:
+def run_parallel(
+    cfg,
+    experiment: Experiment,
+    env_info: EnvInfo,
+    device: str,
+    stop_event_local,
+    cluster=None,
+    resume: dict[int, Loaded] | None = None,
+) -> dict:
     """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
-    other nodes, under links that the runner watches and stops like its own processes."""
+    other nodes, under links that the runner watches and stops like its own processes. `resume`: the checkpoint each
+    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts."""
+    resume = resume or {}
     ctx = mp.get_context("spawn")
-    stop_event = ctx.Event()
     model = build_model(cfg, env_info, "cpu")
     cfg.inference_placement = resolve_inference_placement(cfg, device, model)
     experiment.write_config()  # with what auto chose
@@ -78,11 +92,20 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         if colocated
         else f"in {cfg.policy_workers_per_policy} process(es) per policy",
     )
+    local_workers = tuple(range(cfg.num_workers)) if cluster is None else cluster.local_workers
+    specs = [("learner", p, None) for p in range(cfg.num_policies)]
+    if local_workers and not colocated:
+        specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
+    specs += [("rollout", w, None) for w in local_workers]
+    supervisor = Supervisor(len(specs), cfg.heartbeat_timeout_sec)
+    control = supervisor.control  # the stop flag every process reads, and their heartbeats
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
     stores = [
-        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), stop_event)
+        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
         for p in range(cfg.num_policies)
     ]
+    for p, loaded in resume.items():  # every rollout worker acts with the resumed weights from its first step
+        stores[p].publish_state(loaded.state["model"], loaded.state["version"])
     del model
 
     queues = {RUNNER: faster_fifo.Queue(QUEUE_BYTES)}
@@ -90,81 +113,77 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
         if not colocated:
             queues[policy_queue_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
         queues[learner_name(p)] = faster_fifo.Queue(QUEUE_BYTES)
-    local_workers = tuple(range(cfg.num_workers)) if cluster is None else cluster.local_workers
     for w in local_workers:
         queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
     if cluster is not None:
         queues.update(cluster.routes())
 
-    specs = [("learner", p, None) for p in range(cfg.num_policies)]
-    if local_workers and not colocated:
-        specs += [("inference", p, i) for p in range(cfg.num_policies) for i in range(cfg.policy_workers_per_policy)]
-    specs += [("rollout", w, None) for w in local_workers]
     shared = dict(
         cfg=cfg,
         env_info=env_info,
         buffers=buffers,
         stores=stores,
         queues=queues,
-        stop_event=stop_event,
+        stop_event=control,
         device=device,
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
+        resume={p: loaded.path for p, loaded in resume.items()},
     )
 
-    runner = Runner(cfg, experiment, on_stop_request=stop_event.set)
+    runner = Runner(cfg, experiment, on_stop_request=control.set)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
     if colocated:
         expected |= {inference_worker_name(p, w) for p in range(cfg.num_policies) for w in local_workers}
     if cluster is not None:
         runner.nodes.update({name: cluster.driver.to_dict() for name in expected | {RUNNER}})
         expected |= cluster.component_names()
-    loop = EventLoop(inbox=queues[RUNNER], routes=_routes(cfg, queues), stop_event=stop_event)
+    mailbox = Mailbox(queues[RUNNER]).start()
+    routes = {name: mailbox.sender(queue) for name, queue in _routes(cfg, queues).items()}
+    loop = EventLoop(inbox=mailbox, routes=routes, stop_event=control)
     loop.add(runner)
     if cfg.profiling_timeline:
         runner.timeline = timeline.Recorder()
         loop.enable_timeline(runner.timeline)
-    processes: dict[str, mp.Process] = {}
 
     def watch_processes() -> None:
         if stop_event_local.is_set():
             runner.request_stop("interrupted")
-        for name, proc in processes.items():
-            if proc.exitcode is not None:
-                runner.request_stop("error", f"{name} exited with code {proc.exitcode}")
+        for failure in supervisor.poll():
+            runner.request_stop("error", str(failure))
+        if mailbox.error is not None:
+            runner.request_stop("error", f"the runner's inbox: {mailbox.error}")
 
     loop.every(WATCH_S, watch_processes, owner=runner)
     profile = profiling.attach(cfg.profiling, "runner", RUNNER, loop, stores[0])
-    adopted = adopt_orphans()
-    keep = child_pids()  # the resource tracker: everything started from here on must be gone at the end
-    lock_watch = LockWatch(queues).start()  # a component killed inside a queue operation must not stop this loop
+    supervisor.begin()
     with runner.timing.add_time("main_loop"):
         try:
             if profile is not None:
                 profile.begin()
             if cluster is not None:  # first: other nodes start their agents while this one starts its processes
-                processes.update(
-                    cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
-                )
+                links = cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
+                for name, link in links.items():
+                    supervisor.add(name, link)
             # Components are born with SIGINT and SIGTERM blocked (all their threads, and the processes they start,
             # such as VizDoom engines, inherit the mask): only this process reacts, by stopping the run in order,
             # so a signal to the whole process group cannot end an engine or a learner half-way.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             with runner.timing.add_time("start_processes"):
-                start_ctx = process_start.component_context(
+                start_ctx = supervisor.context(
                     process_start.preload_modules(shared["envs"]), cfg.force_envs_single_thread
                 )
-                for kind, a, b in specs:
+                for slot, (kind, a, b) in enumerate(specs):
                     label = _process_label(kind, a, b)
-                    processes[label] = start_component_process(start_ctx, kind, a, b, shared)
-                    log.info("started %s pid=%d", label, processes[label].pid)
+                    start_component_process(supervisor, start_ctx, kind, a, b, shared, slot)
+                    log.info("started %s pid=%d", label, supervisor.children[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             loop.run()
-        except Exception:
-            runner.stop_status, runner.error = "error", traceback.format_exc().strip().splitlines()[-1]
+        except Exception as exc:
+            runner.stop_status, runner.error = "error", error_line(exc)
             log.error("runner failed:\n%s", traceback.format_exc())
         finally:
-            stop_event.set()
+            control.set()
             loop.measure()
             with runner.timing.add_time("wait_shutdown"):
                 crashed = runner.stop_status == "error"
@@ -175,15 +194,11 @@ def run_parallel(cfg, experiment: Experiment, env_info: EnvInfo, device: str, st
                     f": {runner.error}" if runner.error else "",
                     grace,
                 )
-                reported = _collect_profiles(runner, queues[RUNNER], processes, expected, time.monotonic() + grace)
+                reported = _collect_profiles(runner, mailbox, supervisor, expected, time.monotonic() + grace)
                 if profile is not None:
                     profile.end()
-                _end_processes(processes, reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
-                end_orphans(keep | process_start.server_pids())  # a killed worker's engines hold the server
-                process_start.stop_server()
-                lock_watch.stop()
-            if adopted:
-                adopt_orphans(False)
+                supervisor.stop(reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S))
+                mailbox.close()
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
     return runner.finish()
@@ -210,29 +225,37 @@ def _routes(cfg, queues: dict) -> dict:
     return routes
 
 
-def start_component_process(ctx, kind: str, a: int, b: int | None, shared: dict) -> mp.Process:
-    """Start one component process. The single place to change how a kind of process is launched: from `ctx`, or
-    spawned under the profiler's wrapper script when an external profiler covers it."""
+def start_component_process(supervisor: Supervisor, ctx, kind: str, a: int, b: int | None, shared: dict, slot: int):
+    """Start one component process under `supervisor`, with heartbeat slot `slot`. The single place to change how a
+    kind of process is launched: from `ctx`, or spawned under the profiler's wrapper script when an external profiler
+    covers it."""
     label = _process_label(kind, a, b)
     cfg = shared["cfg"]
     profiled_kind = _profiled_kind(cfg, kind)
     if profiling.wraps(cfg.profiling, profiled_kind):
         ctx = mp.get_context("spawn")
-    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared), name=label, daemon=True)
+    proc = ctx.Process(target=_process_main, args=(kind, a, b, shared, slot), name=label, daemon=True)
+    return supervisor.start(label, proc, slot, _launch(ctx, cfg, kind, label))
+
+
+@contextmanager
+def _launch(ctx, cfg, kind: str, label: str) -> Iterator[None]:
+    """What surrounds the start of a component process: its math libraries' threads, an external profiler."""
     with (
         thread_limits(kind == "rollout" and cfg.force_envs_single_thread),
-        profiling.launched_under_profiler(ctx, cfg.profiling, profiled_kind, label),
+        profiling.launched_under_profiler(ctx, cfg.profiling, _profiled_kind(cfg, kind), label),
     ):
-        proc.start()
-    return proc
+        yield
 
 
-def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
-    parent = os.getppid()
+def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from sf.utils.logging import setup_logging
 
     cfg = shared["cfg"]
+    control = shared["stop_event"]
+    control.beat(slot)
+    link = ParentLink(control).start()  # the main process gone: stop, closing the envs
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
     restore_registry(shared["envs"])
@@ -245,6 +268,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
     exit_code = 0
     try:
         loop = _build_process(kind, a, b, shared)
+        loop.every(HEARTBEAT_S, partial(control.beat, slot))
         if cfg.profiling_timeline:
             recorder = timeline.Recorder()
             loop.enable_timeline(recorder)
@@ -252,19 +276,21 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict) -> None:
         profile = profiling.attach(cfg.profiling, _profiled_kind(cfg, kind), _process_label(kind, a, b), loop, store)
         if profile is not None:
             profile.begin()
-        loop.every(PARENT_CHECK_S, partial(_stop_if_orphaned, parent))
         loop.run()
     except StopLoop:
         pass
     except Exception:
         exit_code = 1
-        names = ", ".join(loop.components) if loop else _process_label(kind, a, b)
-        runner_q.put((RUNNER, "error", names, traceback.format_exc()), timeout=5.0)
+        names = (loop.failed or ", ".join(loop.components)) if loop else _process_label(kind, a, b)
+        if not link.gone:
+            runner_q.put((RUNNER, "error", names, traceback.format_exc()), timeout=5.0)
     if loop is not None:
         for name, message in loop.stop_components():
             exit_code = 1
-            runner_q.put((RUNNER, "error", name, message), timeout=5.0)
-        _share_timings(loop, runner_q, kind="profile")
+            if not link.gone:
+                runner_q.put((RUNNER, "error", name, message), timeout=5.0)
+        if not link.gone:  # nobody reads the trees of a run whose main process is gone
+            _share_timings(loop, runner_q, kind="profile")
     if recorder is not None:
         recorder.dump(timeline.part_path(cfg.profiling.output_dir, _process_label(kind, a, b)))
     if profile is not None:
@@ -303,9 +329,10 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
         model = build_model(cfg, env_info, device, seed_offset=a)
         model.load_state_dict(store.params)
         checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints, cfg.save_milestones_sec)
-        loop.add(Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale))
+        learner = Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale, shared["resume"].get(a))
+        loop.add(learner)
         loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
-    loop.every(cfg.experiment_summaries_interval, lambda: _share_timings(loop, queues[RUNNER]))
+    loop.every(snapshot_interval(cfg), lambda: _share_timings(loop, queues[RUNNER]))
     return loop
 
 
@@ -316,13 +343,6 @@ def _seed_sampling(cfg, index: int) -> None:
         torch.manual_seed(cfg.seed * 7919 + 104_729 + index)
 
 
-def _stop_if_orphaned(parent: int) -> None:
-    """A component outlives the main process only by accident (it was killed): stop, closing the envs."""
-    if os.getppid() != parent:
-        log.warning("the main process (pid %d) is gone: stopping", parent)
-        raise StopLoop
-
-
 def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
     """Every component's tree, activity and process resources: periodic snapshots, or the final profile."""
     res = resources.snapshot().to_dict()
@@ -330,14 +350,14 @@ def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
         runner_q.put((RUNNER, kind, name, os.getpid(), tree, res, activity), timeout=5.0)
 
 
-def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str], deadline: float) -> set[str]:
+def _collect_profiles(runner: Runner, inbox: Mailbox, supervisor: Supervisor, expected: set[str], deadline: float):
     """After stop: take the runner's remaining messages until every live process has sent its trees or the
     deadline passes; return the names of the components whose final trees arrived."""
     final: set[str] = set()
     handlers = dict(runner.handlers)
     handlers["profile"] = lambda name, *profile: (final.add(name), runner.on_profile(name, *profile))
     while time.monotonic() < deadline and not final >= expected:
-        if all(p.exitcode is not None for p in processes.values()) and inbox.empty():
+        if supervisor.all_ended() and inbox.empty():
             break
         try:
             msgs = inbox.get_many(block=True, timeout=0.1)
@@ -359,34 +379,3 @@ def _collect_profiles(runner: Runner, inbox, processes: dict, expected: set[str]
                 except StopLoop:
                     pass
     return final
-
-
-def _end_processes(processes: dict, reported: set[str], grace: float, crashed: bool, exit_wait_s: float) -> None:
-    """Kill, with a warning, every process still running without having sent its trees; give the others
-    `exit_wait_s` to exit (longer while profilers write their outputs)."""
-    for label, proc in processes.items():
-        if proc.exitcode is None and label not in reported:
-            log.warning("%s", _kill_warning(label, grace, crashed))
-            proc.kill()
-    deadline = time.monotonic() + exit_wait_s
-    for proc in processes.values():
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for label, proc in processes.items():
-        if proc.is_alive():
-            log.warning("%s sent its profile but did not exit within %.0f s: killing it", label, exit_wait_s)
-            proc.kill()
-            proc.join(timeout=1.0)
-
-
-def _kill_warning(label: str, grace: float, crashed: bool) -> str:
-    lost = (
-        " (most likely in the middle of a training iteration; no final checkpoint)"
-        if label.startswith("Learner")
-        else ""
-    )
-    if crashed:
-        return f"{label} did not stop within {grace:.0f} s after the failure{lost}: killing it"
-    return (
-        f"{label} did not stop within --stop_timeout_sec={grace:.0f} s{lost}: killing it; "
-        f"raise --stop_timeout_sec to let it finish"
-    )

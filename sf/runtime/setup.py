@@ -6,11 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
-from sf.cfg.errors import ConfigError
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
+from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
+from sf.model.precision import PrecisionChoice, choose_precision
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
+from sf.utils.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,13 @@ class EnvInfo:
 
 def probe_env(cfg) -> EnvInfo:
     """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
-    honour fails here, before any process starts."""
-    env = EnvAdapter(
-        create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
-    )
+    honour fails here, before any process starts. With `--envpool` the env is a vector env of one."""
+    if cfg.envpool:
+        env = create_vector_env(cfg.env, cfg, VectorConfig(worker_index=-1, num_envs=1, first_env_id=0))
+    else:
+        env = EnvAdapter(
+            create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
+        )
     try:
         info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
     finally:
@@ -64,3 +70,12 @@ def resolve_inference_placement(cfg, device: str, model) -> str:
 
 def build_buffers(cfg, env_info: EnvInfo, rnn_state_size: int, shared: bool) -> TrajectoryBuffers:
     return TrajectoryBuffers(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_state_size), shared=shared)
+
+
+def has_image_encoder(env_info: EnvInfo) -> bool:
+    return any(len(shape) == 3 for shape, _ in env_info.obs_spec.values())
+
+
+def precision_choice(cfg, env_info: EnvInfo, device: str) -> PrecisionChoice:
+    """What `cfg.precision` (the request, which travels to every process and node) resolves to on this machine."""
+    return choose_precision(cfg.precision, device, has_image_encoder(env_info))

@@ -54,13 +54,22 @@ def worker_core(index: int) -> int:
     return cores[index % len(cores)]
 
 
+def learner_threads(cfg) -> int:
+    """Torch threads of a parallel run's learner process. In synchronous training (`--async_rl=False`) collection
+    waits for the weights the learner is computing, so the learner may use every core this process may run on; with
+    collection running beside it, one (a second thread competed with inference and the envs at every operator)."""
+    if cfg.async_rl or not hasattr(os, "sched_getaffinity"):
+        return 1
+    return len(os.sched_getaffinity(0))
+
+
 def apply_process_settings(cfg, kind: str, index: int) -> None:
     """Settings one component process applies to itself before it builds anything.
 
     kind: "rollout", "inference" or "learner" for a component process of a parallel run, "serial" for the single
     process of a serial run (which takes no priority or pinning: it is the user's own process).
     """
-    torch.set_num_threads(1)
+    torch.set_num_threads(learner_threads(cfg) if kind == "learner" else 1)
     if cfg.keep_freed_memory:
         keep_freed_memory()
     if kind == "serial":

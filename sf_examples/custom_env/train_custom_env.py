@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from sf.cfg.arguments import main_cfg_or_exit
+from sf.envs.families import family_named
 from sf.envs.registry import EnvConfig, register_env
 from sf.train import run_rl
 from sf_examples.custom_env.goal_gate_env import GoalGateEnv
@@ -26,9 +26,7 @@ def register_custom_envs() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    register_custom_envs()
-    cfg = main_cfg_or_exit(argv)
-    return run_rl(cfg)
+    return run_rl(family_named("custom_env").cfg_or_exit(argv))
 
 
 if __name__ == "__main__":

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import sys
 
-from sf.cfg.arguments import main_cfg_or_exit
 from sf.enjoy import enjoy
+from sf.envs.families import family_named
 from sf.utils.logging import setup_logging
 from sf_examples.mujoco.gl_backend import setup_gl_backend
-from sf_examples.mujoco.mujoco_envs import mujoco_defaults, register_mujoco_envs
 
 
 def main(argv: list[str] | None = None) -> int:
-    register_mujoco_envs()
-    cfg = main_cfg_or_exit(argv, defaults=mujoco_defaults, evaluation=True)
+    cfg = family_named("mujoco").cfg_or_exit(argv, evaluation=True)
     if cfg.save_video:
         log = setup_logging(cfg.log_level)
         backend, advice = setup_gl_backend()

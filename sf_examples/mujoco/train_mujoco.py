@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from sf.cfg.arguments import main_cfg_or_exit
+from sf.envs.families import family_named
 from sf.train import run_rl
-from sf_examples.mujoco.mujoco_envs import mujoco_defaults, register_mujoco_envs
 
 
 def main(argv: list[str] | None = None) -> int:
-    register_mujoco_envs()
-    cfg = main_cfg_or_exit(argv, defaults=mujoco_defaults)
-    return run_rl(cfg)
+    return run_rl(family_named("mujoco").cfg_or_exit(argv))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
 and with the limiting component made faster (the env's sleep halved, the encoder narrowed, half the epochs, more
 envs per message). It prints what the report's model predicts from the first run for the speed-ups actually
 measured on every kind of work in every group of processes, next to the FPS change measured in the second run.
+
+`python -m sf_examples.profiling.induced_bottlenecks --watch --train_dir=/tmp/watch` runs one experiment whose
+simulator can be made slow while it runs (`touch <experiment dir>/induce_simulation`, `rm` it to switch back), to
+watch `python -m sf.profile top <experiment dir>` follow the change.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sf.profiling.bottleneck import KINDS, group_kind_per_frame, kind_seconds, predict_fps
-from sf.profiling.run_data import load_experiment
+from sf.analysis.bottleneck import KINDS, group_kind_per_frame, kind_seconds, predict_fps
+from sf.analysis.run_data import load_experiment
+from sf.utils.roles import Role
 
 COMMON = ["--num_workers=2", "--benchmark=True", "--experiment_summaries_interval=1", "--seed=1", "--device=cpu"]
 
@@ -100,6 +105,34 @@ CASES = {
 }
 
 
+# a simulator that sleeps 2 ms a step only while `<experiment dir>/induce_simulation` exists (sleepy_env.SWITCH_FILE)
+SWITCHABLE = Case(
+    "simulation",
+    "sf_examples.profiling.sleepy_env",
+    ("--env=switch_cartpole_2000us", "--num_envs_per_worker=8", "--encoder_mlp_layers", "16", "16"),
+    (),
+    10**12,
+)
+
+
+def watch(train_dir: str, seconds: float) -> int:
+    """Run the switchable case in the foreground for `seconds`, after saying how to watch it and flip the switch."""
+    from sf_examples.profiling.sleepy_env import SWITCH_FILE
+
+    folder = Path(train_dir) / "switchable"
+    print(
+        f"watch it:   python -m sf.profile top {folder}\n"
+        f"slow sim:   touch {folder / SWITCH_FILE}   (the verdict turns simulation-bound)\n"
+        f"fast again: rm {folder / SWITCH_FILE}\n",
+        flush=True,
+    )
+    argv = SWITCHABLE.argv(train_dir, "switchable") + [
+        f"--train_for_seconds={seconds:g}",
+        "--restart_behavior=overwrite",
+    ]
+    return subprocess.run(argv, env=dict(os.environ, PYTHONUNBUFFERED="1")).returncode
+
+
 def run_case(
     case: Case, train_dir: str, experiment: str, faster: bool = False, frames: int | None = None, timeout: float = 600
 ) -> Path:
@@ -115,7 +148,7 @@ def run_case(
 def kind_per_frame(experiment_dir: Path) -> dict[str, float]:
     """Seconds of each kind of work per env frame over the steady window, summed over components."""
     exp = load_experiment(experiment_dir)
-    frames = exp.fps * max(c.lifetime_s for c in exp.components if c.role != "Runner")
+    frames = exp.fps * max(c.activity.lifetime_s for c in exp.components if c.role != Role.RUNNER)
     totals = {kind: 0.0 for kind in KINDS}
     for c in exp.components:
         for kind, seconds in kind_seconds(c).items():
@@ -161,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train_dir", default="/tmp/sf_induced_bottlenecks")
     parser.add_argument("--kinds", nargs="*", default=list(CASES))
+    parser.add_argument("--watch", action="store_true", help="run one experiment whose simulator is switched by a file")
+    parser.add_argument("--seconds", type=float, default=600.0, help="--watch: how long the experiment runs")
     args = parser.parse_args(argv)
+    if args.watch:
+        return watch(args.train_dir, args.seconds)
     print(
         f"{'kind':<14} {'speed-up':>8} {'FPS before':>10} {'FPS after':>10} {'kind only':>9} {'predicted':>9} "
         f"{'measured':>9} {'FPS error':>9}   speed-up measured per kind"

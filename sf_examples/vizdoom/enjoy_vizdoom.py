@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from sf.cfg.arguments import main_cfg_or_exit
 from sf.enjoy import enjoy, merged_cfg
+from sf.envs.families import family_named
 from sf_examples.vizdoom.doom_env import TICRATE
-from sf_examples.vizdoom.doom_envs import add_doom_args, doom_defaults, register_doom_envs
 
 
 def main(argv: list[str] | None = None) -> int:
-    register_doom_envs()
-    cfg = main_cfg_or_exit(argv, add_args=add_doom_args, defaults=doom_defaults, evaluation=True)
+    cfg = family_named("vizdoom").cfg_or_exit(argv, evaluation=True)
     if cfg.save_video and "fps" not in cfg.cli_args:
         # one video frame per agent step: at the trained frameskip, this plays back at game speed
         cfg.fps = max(1, round(TICRATE / merged_cfg(cfg).env_frameskip))

@@ -7,10 +7,11 @@ learner iteration inside it, `stop()` when it closes (its outputs are complete o
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+from sf.profiling.backends.catalog import CATALOG, load
 
 
 class Backend(Protocol):
@@ -32,15 +33,7 @@ BackendFactory = Callable[..., Backend]
 """(section, output stem such as profiling/Learner_0 or profiling/Learner_0.steps3-5, warmup=iterations opened early,
 active=iterations in the window or 0 for the whole life) -> backend. The class's `warmup_steps` is the most it wants."""
 
-_REGISTRY: dict[str, str | BackendFactory] = {
-    "cprofile": "sf.profiling.backends.cprofile_backend:CProfileBackend",
-    "yappi": "sf.profiling.backends.yappi_backend:YappiBackend",
-    "pyinstrument": "sf.profiling.backends.pyinstrument_backend:PyinstrumentBackend",
-    "py_spy": "sf.profiling.backends.py_spy:PySpyBackend",
-    "torch": "sf.profiling.backends.torch_profiler:TorchBackend",
-    "nsight": "sf.profiling.backends.external:CudaProfilerApiBackend",
-    "rocprof_sys": "sf.profiling.backends.external:CudaProfilerApiBackend",
-}
+_REGISTRY: dict[str, str | BackendFactory] = {name: info.factory for name, info in CATALOG.items()}
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
@@ -51,6 +44,5 @@ def get_backend(name: str) -> BackendFactory:
     """The factory for `name`; imported on first use, so an unused profiler's package is never loaded."""
     entry = _REGISTRY[name]
     if isinstance(entry, str):
-        module, attr = entry.split(":")
-        entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
+        entry = _REGISTRY[name] = load(entry)
     return entry

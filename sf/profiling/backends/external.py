@@ -47,9 +47,6 @@ def rocprof_sys_command(pcfg: ProfilingConfig, stem: Path) -> tuple[list[str], d
     return [binary_path("rocprof_sys"), *render_options(pcfg.args), "--"], env
 
 
-COMMANDS = {"nsight": nsight_command, "rocprof_sys": rocprof_sys_command}
-
-
 class CudaProfilerApiBackend:
     """Opens the capture window of the profiler that wraps this process. Without CUDA there is no window to open:
     the wrapper then records the whole process."""

@@ -1,0 +1,359 @@
+"""One trial: a short parallel run, one fault at a random moment, what it left, and a resume from what it saved."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sf.chaos.faults import COMPONENTS, ENGINE, FORK_SERVER, MAIN, ROLLOUT, Fault, corrupt, expected_error, inject
+from sf.runtime.checkpoint import CheckpointError, CheckpointManager
+from sf.runtime.orphans import child_pids, session_members, shm_files, shm_inodes
+
+END_LIMIT_S = 5.0  # every fault ends the run within this (heartbeat faults: the timeout plus this)
+OBSERVE_EXTRA_S = 10.0  # how much longer a late run is watched before it counts as hung
+START_TIMEOUT_S = 180.0  # for the fault's target to appear, on a busy machine
+RESUME_TIMEOUT_S = 240.0
+POLL_S = 0.05
+STARTED = re.compile(r"started (.+?) pid=(\d+)")
+RESUMED = re.compile(r"resumed from policy version (\d+)")
+CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pth$")
+
+
+@dataclass(frozen=True)
+class Family:
+    module: str
+    flags: tuple[str, ...]
+
+
+FAMILIES = {
+    "cartpole": Family(
+        "sf_examples.train_gym_env",
+        (
+            "--env=CartPole-v1",
+            "--use_rnn=False",
+            "--encoder_mlp_layers",
+            "32",
+            "32",
+            "--num_workers=2",
+            "--num_envs_per_worker=4",
+            "--batch_size=256",
+            "--rollout=32",
+        ),
+    ),
+    "doom": Family(
+        "sf_examples.vizdoom.train_vizdoom",
+        ("--env=doom_basic", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256"),
+    ),
+}
+
+
+@dataclass
+class TrialResult:
+    index: int
+    family: str
+    fault: str
+    target: str = ""
+    at_s: float | None = None  # when the fault hit, seconds after the launch
+    end_s: float | None = None  # from the fault to the last process of the run gone; None: not within the watch
+    exit_code: int | None = None
+    status: str | None = None
+    error: str | None = None
+    processes_left: list[str] = field(default_factory=list)
+    shm_left: list[str] = field(default_factory=list)
+    checkpoint_before: str | None = None  # the newest checkpoint file when the fault hit
+    checkpoint_after: str | None = None  # the newest one that loads after the run
+    resumed_from: str | None = None  # policy version the resume started from ("-": a fresh start)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class _Log:
+    """The run's output file, read as it grows."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.text = ""
+
+    def read(self) -> str:
+        try:
+            self.text = self.path.read_text(errors="replace")
+        except OSError:
+            pass
+        return self.text
+
+    def pids(self) -> dict[str, int]:
+        return {m.group(1): int(m.group(2)) for m in STARTED.finditer(self.read())}
+
+
+def command(family: Family, train_dir: Path, experiment: str, heartbeat_timeout_s: int, extra=()) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        family.module,
+        *family.flags,
+        "--inference_placement=own_process",
+        "--seed=1",
+        "--save_every_sec=1",
+        "--keep_checkpoints=3",
+        f"--heartbeat_timeout_sec={heartbeat_timeout_s}",
+        "--train_for_env_steps=1000000000",
+        f"--train_dir={train_dir}",
+        f"--experiment={experiment}",
+        "--log_to_file=False",
+        *extra,
+    ]
+
+
+def run_trial(
+    index: int,
+    family_name: str,
+    fault: Fault,
+    rng: random.Random,
+    train_dir: Path,
+    heartbeat_timeout_s: int = 5,
+    max_delay_s: float = 4.0,
+    keep: bool = False,
+) -> TrialResult:
+    result = TrialResult(index, family_name, fault.name)
+    family = FAMILIES[family_name]
+    experiment = f"trial_{index:04d}_{fault.name}"
+    exp_dir = train_dir / experiment
+    shutil.rmtree(exp_dir, ignore_errors=True)
+    exp_dir.mkdir(parents=True)
+    cmd = command(family, train_dir, experiment, heartbeat_timeout_s)
+    shm_before = _shm_names()
+    log = _Log(exp_dir / "chaos_run.log")
+    launched = time.monotonic()
+    with open(log.path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        pid, result.target, worker = _target(fault, proc, log, exp_dir, rng)
+        time.sleep(rng.uniform(0.0, max_delay_s))
+        result.checkpoint_before = _newest_name(exp_dir)
+        if proc.poll() is not None:
+            result.problems.append(f"the run ended before the fault (exit {proc.returncode})")
+            return result
+        inject(fault, pid)
+        hit = time.monotonic()
+        result.at_s = hit - launched
+        limit = END_LIMIT_S + (heartbeat_timeout_s if fault.heartbeat else 0.0)
+        result.end_s, result.processes_left = _watch_end(proc, limit + OBSERVE_EXTRA_S, hit)
+        if result.end_s is None or result.end_s > limit:
+            result.problems.append(f"not ended within {limit:.0f} s")
+        if result.processes_left:
+            result.problems.append("processes left")
+    except _TrialError as exc:
+        result.problems.append(str(exc))
+        _end_session(proc)
+        return result
+    finally:
+        if proc.poll() is None:
+            _end_session(proc)
+    result.exit_code = proc.returncode
+    result.shm_left = _shm_left(shm_before)
+    if result.shm_left:
+        result.problems.append("/dev/shm files left")
+    _check_outcome(result, fault, exp_dir, worker)
+    expected_from = _check_checkpoints(result, fault, exp_dir)
+    _check_resume(result, family, train_dir, experiment, heartbeat_timeout_s, expected_from)
+    if not keep and result.ok:
+        shutil.rmtree(exp_dir, ignore_errors=True)
+    return result
+
+
+class _TrialError(Exception):
+    pass
+
+
+def _target(fault: Fault, proc: subprocess.Popen, log: _Log, exp_dir: Path, rng: random.Random):
+    """(pid, name, rollout worker) of the process the fault hits, once it runs (and the checkpoints it waits for
+    exist)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    worker = ROLLOUT.format(rng.randrange(2))
+    name = {MAIN: MAIN, FORK_SERVER: FORK_SERVER, "component": rng.choice(COMPONENTS)}.get(fault.target, fault.target)
+    name = name.format(worker[-1])
+    while True:
+        if time.monotonic() > deadline:
+            raise _TrialError(f"{name} did not start within {START_TIMEOUT_S:.0f} s")
+        if proc.poll() is not None:
+            raise _TrialError(f"the run ended before the fault (exit {proc.returncode})")
+        pids = log.pids()
+        pid = _pid_of(name, worker, pids, proc.pid)
+        if pid is not None and len(_checkpoints(exp_dir)) >= fault.after_checkpoints:
+            return pid, name, worker
+        time.sleep(POLL_S)
+
+
+def _pid_of(name: str, worker: str, pids: dict[str, int], main_pid: int) -> int | None:
+    if name == MAIN:
+        return main_pid if pids else None  # once component processes are being started
+    if name == FORK_SERVER:
+        learner = pids.get("Learner 0")
+        return _parent(learner) if learner is not None else None
+    if name == ENGINE.format(worker[-1]):
+        worker_pid = pids.get(worker)
+        engines = [p for p in child_pids(worker_pid) if b"vizdoom" in _cmdline(p)] if worker_pid else []
+        return engines[0] if engines else None
+    return pids.get(name)
+
+
+def _watch_end(proc: subprocess.Popen, watch_s: float, since: float) -> tuple[float | None, list[str]]:
+    """(seconds from `since` until the main process and every process of its session were gone, or None; the
+    processes still there at the end of the watch)."""
+    deadline = since + watch_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not session_members(proc.pid):
+            return time.monotonic() - since, []
+        time.sleep(POLL_S)
+    return None, [_describe(pid) for pid in session_members(proc.pid)]
+
+
+def _end_session(proc: subprocess.Popen) -> None:
+    for pid in session_members(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _check_outcome(result: TrialResult, fault: Fault, exp_dir: Path, worker: str) -> None:
+    summary_path = exp_dir / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        result.status, result.error = summary.get("status"), summary.get("error")
+    if result.exit_code not in fault.expect_exit:
+        result.problems.append(f"exit code {result.exit_code}, expected {fault.expect_exit}")
+    if result.status != fault.expect_status:
+        result.problems.append(f"status {result.status}, expected {fault.expect_status}")
+    pattern = expected_error(fault, result.target, worker)
+    if pattern is None:
+        if result.error is not None:
+            result.problems.append("unexpected error")
+    elif result.error is None or not pattern.search(result.error):
+        result.problems.append("unclear error")
+
+
+def _check_checkpoints(result: TrialResult, fault: Fault, exp_dir: Path) -> int | None:
+    """The newest checkpoint that loads must be the newest there was at the fault, or newer (with the newest
+    corrupted on purpose: the one before it). Returns the policy version a resume must continue from."""
+    manager = CheckpointManager(exp_dir, 0, keep=3)
+    if fault.name == "corrupt_checkpoint":
+        paths = manager.paths()
+        if len(paths) < 2:
+            result.problems.append("fewer than two checkpoints to corrupt one of")
+            return None
+        corrupt(paths[-1])
+        must_be = paths[-2].name
+    else:
+        must_be = result.checkpoint_before
+    try:
+        loaded = manager.newest()
+    except CheckpointError as exc:
+        result.problems.append(f"no checkpoint loads: {exc}")
+        return None
+    result.checkpoint_after = loaded.path.name if loaded is not None else None
+    if must_be is not None:
+        if loaded is None or _version(loaded.path.name) < _version(must_be):
+            result.problems.append(f"checkpoint lost: {must_be}")
+        elif fault.name == "corrupt_checkpoint" and loaded.path.name != must_be:
+            result.problems.append(f"loaded {loaded.path.name}, expected {must_be}")
+    return loaded.state["version"] if loaded is not None else None
+
+
+def _check_resume(
+    result: TrialResult, family: Family, train_dir: Path, experiment: str, heartbeat_s: int, version: int | None
+) -> None:
+    """A short resume in the same folder continues from `version` (None: there was nothing to resume)."""
+    exp_dir = train_dir / experiment
+    frames = 1
+    if version is not None:
+        match = CHECKPOINT_NAME.search(result.checkpoint_after or "")
+        frames = int(match.group(2)) + 1 if match else 1
+    cmd = command(family, train_dir, experiment, heartbeat_s, [f"--train_for_env_steps={frames}"])
+    with open(exp_dir / "chaos_resume.log", "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=RESUME_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            result.problems.append(f"the resume did not end within {RESUME_TIMEOUT_S:.0f} s")
+            _end_session(proc)
+            return
+    text = (exp_dir / "chaos_resume.log").read_text(errors="replace")
+    match = RESUMED.search(text)
+    result.resumed_from = match.group(1) if match else "-"
+    if proc.returncode != 0:
+        result.problems.append(f"the resume exited with {proc.returncode}")
+    expected = "-" if version is None else str(version)
+    if result.resumed_from != expected:
+        result.problems.append(f"resumed from {result.resumed_from}, expected {expected}")
+    if session_members(proc.pid):
+        result.problems.append("the resume left processes")
+        _end_session(proc)
+
+
+def _checkpoints(exp_dir: Path) -> list[Path]:
+    return CheckpointManager(exp_dir, 0, keep=3).paths()
+
+
+def _newest_name(exp_dir: Path) -> str | None:
+    paths = _checkpoints(exp_dir)
+    return paths[-1].name if paths else None
+
+
+def _version(name: str) -> int:
+    match = CHECKPOINT_NAME.search(name)
+    return int(match.group(1)) if match else -1
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _describe(pid: int) -> str:
+    program = _cmdline(pid).split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1]
+    return f"{program} (pid {pid})"
+
+
+def _shm_names() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def _shm_left(before: set[str]) -> list[str]:
+    """/dev/shm entries made since `before` that no live process holds (other programs' files are theirs)."""
+    new = {f"/dev/shm/{name}" for name in _shm_names() - before}
+    if not new:
+        return []
+    pids = [int(p.name) for p in Path("/proc").glob("[0-9]*")]
+    held = set().union(*(shm_files(pid) for pid in pids))
+    inodes = set().union(*(shm_inodes(pid) for pid in pids))
+    return sorted(path for path in new - held if os.path.exists(path) and os.stat(path).st_ino not in inodes)

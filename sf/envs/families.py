@@ -1,0 +1,139 @@
+"""The env families sf ships, in one table: which env names each one trains, and the example modules that train,
+evaluate and set it up.
+
+The example scripts build their config through their family (`family_named("vizdoom").cfg_or_exit(argv)`); the
+benchmark (`python -m sf.benchmark --env=...`) and the cross-stack breakdown find the family of an `--env` with
+`family_of`, to run its training module as a user would and to build the same config in their own process.
+A family's code lives in `sf_examples` and is named here by module path, imported only when the family is used, so a
+family whose simulator is not installed costs the others nothing. Another package adds its families with
+`register_family`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sf.cfg.arguments import main_cfg_or_exit, parse_full_cfg
+
+
+def _load(spec: str | None) -> Any:
+    """`module:name` -> the object; None stays None."""
+    if spec is None:
+        return None
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    name: str
+    prefix: str
+    """Env names starting with this belong to the family; "" (the gymnasium family) takes any other name."""
+    train_module: str
+    """`python -m <train_module> --env=<name> ...` trains."""
+    enjoy_module: str | None
+    """`python -m <enjoy_module> --env=<name> --experiment=...` evaluates; None where the family has none."""
+    register: str
+    """`module:function` registering the family's envs: called with the env name when `register_takes_env`."""
+    register_takes_env: bool = False
+    defaults: str | None = None
+    """`module:function`, env name -> the family's flag defaults (below YAML and the command line)."""
+    add_args: str | None = None
+    """`module:function` adding the family's own flags to the parser."""
+
+    def register_envs(self, env: str) -> None:
+        fn: Callable[..., None] = _load(self.register)
+        fn(env) if self.register_takes_env else fn()
+
+    def parse_cfg(self, argv: list[str], evaluation: bool = False) -> argparse.Namespace:
+        """The config the family's script builds from `argv`, its envs registered; raises ConfigError on a bad flag."""
+        cfg = parse_full_cfg(argv, add_args=_load(self.add_args), defaults=_load(self.defaults), evaluation=evaluation)
+        self.register_envs(cfg.env)
+        return cfg
+
+    def cfg_or_exit(self, argv: list[str] | None, evaluation: bool = False) -> argparse.Namespace:
+        """`parse_cfg` for the family's scripts: a bad flag prints `sf: error: ...` and exits with status 2."""
+        cfg = main_cfg_or_exit(
+            argv, add_args=_load(self.add_args), defaults=_load(self.defaults), evaluation=evaluation
+        )
+        self.register_envs(cfg.env)
+        return cfg
+
+
+_FAMILIES: dict[str, EnvFamily] = {
+    family.name: family
+    for family in (
+        EnvFamily(
+            "vizdoom",
+            "doom_",
+            "sf_examples.vizdoom.train_vizdoom",
+            "sf_examples.vizdoom.enjoy_vizdoom",
+            "sf_examples.vizdoom.doom_envs:register_doom_envs",
+            defaults="sf_examples.vizdoom.doom_envs:doom_defaults",
+            add_args="sf_examples.vizdoom.doom_envs:add_doom_args",
+        ),
+        EnvFamily(
+            "mujoco",
+            "mujoco_",
+            "sf_examples.mujoco.train_mujoco",
+            "sf_examples.mujoco.enjoy_mujoco",
+            "sf_examples.mujoco.mujoco_envs:register_mujoco_envs",
+            defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults",
+        ),
+        EnvFamily(
+            "atari",
+            "atari_",
+            "sf_examples.atari.train_atari",
+            "sf_examples.atari.enjoy_atari",
+            "sf_examples.atari.atari_envs:register_atari_envs",
+            defaults="sf_examples.atari.atari_envs:atari_defaults",
+        ),
+        EnvFamily(
+            "custom_env",
+            "goal_gate",
+            "sf_examples.custom_env.train_custom_env",
+            None,
+            "sf_examples.custom_env.train_custom_env:register_custom_envs",
+        ),
+        EnvFamily(
+            "sleepy",
+            "sleepy_cartpole_",
+            "sf_examples.profiling.sleepy_env",
+            None,
+            "sf_examples.profiling.sleepy_env:register_sleepy_env",
+            register_takes_env=True,
+            defaults="sf_examples.profiling.sleepy_env:sleepy_defaults",
+        ),
+        EnvFamily(
+            "gym",
+            "",
+            "sf_examples.train_gym_env",
+            "sf_examples.enjoy_gym_env",
+            "sf.envs.gym_family:register_gym_env",
+            register_takes_env=True,
+            defaults="sf_examples.train_gym_env:gym_defaults",
+        ),
+    )
+}
+
+
+def register_family(family: EnvFamily) -> None:
+    """Add a family, or replace the one of the same name."""
+    _FAMILIES[family.name] = family
+
+
+def families() -> list[EnvFamily]:
+    return list(_FAMILIES.values())
+
+
+def family_of(env: str) -> EnvFamily:
+    """The family with the longest prefix `env` starts with: the gymnasium family ("") when no other matches."""
+    return max((f for f in _FAMILIES.values() if env.startswith(f.prefix)), key=lambda f: len(f.prefix))
+
+
+def family_named(name: str) -> EnvFamily:
+    return _FAMILIES[name]

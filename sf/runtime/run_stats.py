@@ -1,0 +1,176 @@
+"""What the runner counts, apart from any output: frames and policy versions per policy, episodes, frame rates over
+windows, the learner's statistics between two TensorBoard writes, and how stale the trained experience was.
+
+Plain objects fed by the runner's message handlers, each testable without a loop, a process or a file.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from sf.profiling import staleness
+
+FPS_WINDOWS_S = (10, 60, 300)
+FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
+    "fps": "frames of this session / wall time, start-up included (the Collected line)",
+    "fps_steady": "frames / seconds from the first trained batch to the end",
+}
+
+
+class Progress:
+    """Frames, versions and episodes per policy, and the frame rates the progress line and summary.json report."""
+
+    def __init__(self, num_policies: int, stats_avg: int, start_time: float):
+        policies = range(num_policies)
+        self.start_time = start_time
+        self.env_steps = {p: 0 for p in policies}
+        self.start_steps: dict[int, int] | None = None  # frames of a resumed checkpoint, once every learner reported
+        self.versions = {p: 0 for p in policies}
+        self.episodes = {p: deque(maxlen=stats_avg) for p in policies}  # (return, length) of the last episodes
+        self.num_episodes = {p: 0 for p in policies}
+        self.last_stats: dict[int, dict] = {p: {} for p in policies}
+        self.max_lag = {p: 0.0 for p in policies}
+        self.learners_ready: set[int] = set()
+        self.fps_window: deque[tuple[float, int]] = deque([(start_time, 0)])
+        self.steady_start: tuple[float, int] | None = None  # (time, total frames) at the first trained batch
+
+    def on_learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict, now: float) -> None:
+        self.env_steps[policy_id] = env_steps
+        self.versions[policy_id] = version
+        if stats:
+            self.last_stats[policy_id] = stats
+            self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
+            if self.steady_start is None:
+                self.steady_start = (now, self.total_frames())
+        self.learners_ready.add(policy_id)
+        if len(self.learners_ready) == len(self.env_steps) and self.start_steps is None:
+            self.start_steps = dict(self.env_steps)
+
+    def on_episodes(self, policy_id: int, episodes: list[tuple[float, int]]) -> None:
+        self.episodes[policy_id].extend(episodes)
+        self.num_episodes[policy_id] += len(episodes)
+
+    def trained_for(self, env_steps: int) -> bool:
+        """Every policy has trained on at least `env_steps` frames."""
+        return all(s >= env_steps for s in self.env_steps.values())
+
+    def total_frames(self) -> int:
+        return sum(self.env_steps.values())
+
+    def session_frames(self) -> dict[int, int]:
+        """Frames per policy since this session started (a resumed checkpoint's frames left out)."""
+        start = self.start_steps or {p: 0 for p in self.env_steps}
+        return {p: s - start.get(p, 0) for p, s in self.env_steps.items()}
+
+    def avg_reward(self, policy_id: int) -> float:
+        episodes = self.episodes[policy_id]
+        return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
+
+    def avg_episode_length(self, policy_id: int) -> float | None:
+        episodes = self.episodes[policy_id]
+        return sum(n for _, n in episodes) / len(episodes) if episodes else None
+
+    def fps_over(self, seconds: float, now: float, frames: int) -> float:
+        past = [(t, f) for t, f in self.fps_window if now - t <= seconds]
+        if not past or now - past[0][0] < 1e-6:
+            return float("nan")
+        return (frames - past[0][1]) / (now - past[0][0])
+
+    def sample_fps(self, now: float) -> list[float]:
+        """Record the session's frames now and return the frame rates over the last 10, 60 and 300 seconds."""
+        frames = sum(self.session_frames().values())
+        self.fps_window.append((now, frames))
+        while self.fps_window and now - self.fps_window[0][0] > FPS_WINDOWS_S[-1]:
+            self.fps_window.popleft()
+        return [self.fps_over(s, now, frames) for s in FPS_WINDOWS_S]
+
+    def progress_line(self, fps: list[float]) -> str:
+        """The runner's line every few seconds (docs/getting-started.md, "The progress line")."""
+        lag = [round(self.last_stats[p].get("policy_lag", float("nan")), 2) for p in self.env_steps]
+        rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
+        return (
+            f"Fps is (10 sec: {fps[0]:.1f}, 60 sec: {fps[1]:.1f}, 300 sec: {fps[2]:.1f}). Total num frames: "
+            f"{self.total_frames()}. Avg episode reward: {rewards}. Policy lag: {lag}"
+        )
+
+    def summary(self, now: float) -> dict:
+        """The frame, rate and episode fields of summary.json."""
+        wall = now - self.start_time
+        frames = sum(self.session_frames().values())
+        steady = float("nan")
+        if self.steady_start is not None:
+            t0, f0 = self.steady_start
+            if now - t0 > 1e-3:
+                steady = (self.total_frames() - f0) / (now - t0)
+        return {
+            "env_frames": dict(self.env_steps),
+            "fps": frames / wall if wall > 0 else 0.0,
+            "fps_steady": steady if steady == steady else None,
+            "fps_windows": FPS_WINDOWS,
+            "wall_time_s": wall,
+            "avg_episode_reward": {
+                p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)
+            },
+            "num_episodes": sum(self.num_episodes.values()),
+            "num_episodes_per_policy": dict(self.num_episodes),
+            "policy_versions": dict(self.versions),
+            "max_policy_lag": dict(self.max_lag),
+        }
+
+
+class TrainWindow:
+    """The learner's statistics since they were last written: per policy, key -> [sum, iterations that reported it]
+    (a skipped batch reports no losses, so each key keeps its own count)."""
+
+    def __init__(self, num_policies: int):
+        self.sums: dict[int, dict[str, list[float]]] = {p: {} for p in range(num_policies)}
+
+    def add(self, policy_id: int, stats: dict) -> None:
+        window = self.sums[policy_id]
+        for key, value in stats.items():
+            total = window.setdefault(key, [0.0, 0])
+            total[0] += value
+            total[1] += 1
+
+    def take_means(self) -> dict[int, dict[str, float]]:
+        """Per policy with something to write, the mean of each key; the window starts over."""
+        means = {p: {k: total / n for k, (total, n) in window.items()} for p, window in self.sums.items() if window}
+        for p in means:
+            self.sums[p] = {}
+        return means
+
+
+class StalenessTally:
+    """Trajectory ages and policy lags per policy (sf.profiling.staleness histograms): over the whole run for
+    summary.json, and since the last progress line for TensorBoard."""
+
+    def __init__(self, num_policies: int):
+        policies = range(num_policies)
+        self.ages = {p: {} for p in policies}  # trajectory age bin -> steps, over the whole run
+        self.lags = {p: {} for p in policies}  # policy lag -> steps
+        self.recent_ages = {p: {} for p in policies}  # the same since the last report
+        self.recent_lags = {p: {} for p in policies}
+
+    def add(self, policy_id: int, ages: dict[int, int], lags: dict[int, int]) -> None:
+        for total, more in ((self.ages, ages), (self.recent_ages, ages), (self.lags, lags), (self.recent_lags, lags)):
+            staleness.add_counts(total[policy_id], more)
+
+    def take_recent(self, policy_id: int) -> tuple[dict[int, int], dict[int, int]]:
+        """(ages, lags) since the last call for this policy."""
+        recent = self.recent_ages[policy_id], self.recent_lags[policy_id]
+        self.recent_ages[policy_id], self.recent_lags[policy_id] = {}, {}
+        return recent
+
+    def summary(self) -> dict:
+        all_ages: dict[int, int] = {}
+        all_lags: dict[int, int] = {}
+        for p in self.ages:
+            staleness.add_counts(all_ages, self.ages[p])
+            staleness.add_counts(all_lags, self.lags[p])
+        return {
+            "trajectory_age_s": {
+                "p50": staleness.age_quantile(all_ages, 0.5),
+                "p95": staleness.age_quantile(all_ages, 0.95),
+            },
+            "policy_lag_hist": staleness.lag_histogram(all_lags),
+        }

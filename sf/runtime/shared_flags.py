@@ -1,0 +1,61 @@
+"""What every process of a run shares without a lock: the stop flag and one heartbeat counter per process.
+
+A multiprocessing Event is a semaphore-guarded flag: a process killed while it reads the flag leaves the semaphore
+taken, and every later reader, the main process included, waits for it forever. Here the flag and the counters are
+plain 64-bit words in one shared block (aligned stores and loads are atomic), so a death at any instant leaves
+them readable. Each counter has a single writer, the process it belongs to; the supervisor only reads them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+WAIT_POLL_S = 0.05
+
+
+class RunControl:
+    """The stop flag (`set`, `is_set`, `wait`: an Event's interface) and `num_slots` heartbeat counters."""
+
+    def __init__(self, ctx, num_slots: int):
+        self._raw = ctx.RawArray(ctypes.c_int64, 1 + num_slots)
+        self._attach()
+
+    def _attach(self) -> None:
+        self._words = np.frombuffer(self._raw, dtype=np.int64)
+
+    def __getstate__(self) -> dict:
+        return {"_raw": self._raw}
+
+    def __setstate__(self, state: dict) -> None:
+        self._raw = state["_raw"]
+        self._attach()
+
+    @property
+    def num_slots(self) -> int:
+        return len(self._words) - 1
+
+    def set(self) -> None:
+        self._words[0] = 1
+
+    def is_set(self) -> bool:
+        return bool(self._words[0])
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until the flag is set or `timeout` seconds passed; whether it is set."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = WAIT_POLL_S if deadline is None else min(WAIT_POLL_S, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            time.sleep(left)
+        return True
+
+    def beat(self, slot: int) -> None:
+        self._words[1 + slot] += 1
+
+    def beats(self) -> np.ndarray:
+        """A copy of every counter, slot order."""
+        return self._words[1:].copy()

@@ -1,0 +1,1 @@
+"""Atari through EnvPool: Sample Factory's `sf_examples.envpool.atari` entry points and defaults."""

@@ -1,0 +1,50 @@
+"""The injection matrix (`python -m sf.chaos`) as a test: a few faults on CartPole in the default suite, the large
+matrix over CartPole and VizDoom under `make test-slow`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from sf.chaos.faults import FAULTS
+
+SMALL = ("sigkill_main", "sigkill_fork_server", "disk_full", "corrupt_checkpoint")
+LARGE_RUNS = 220  # every fault 22 times
+
+
+def _matrix(tmp_path, runs: int, families: str, faults: tuple[str, ...], timeout_s: float) -> list[dict]:
+    records = tmp_path / "records.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sf.chaos", f"--runs={runs}", f"--families={families}", f"--faults={','.join(faults)}",
+         f"--train_dir={tmp_path / 'runs'}", f"--json={records}", "--seed=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return json.loads(records.read_text())
+
+
+def test_a_small_injection_matrix_ends_every_run_cleanly(tmp_path):
+    records = _matrix(tmp_path, len(SMALL), "cartpole", SMALL, timeout_s=600)
+    assert [r["fault"] for r in records] == list(SMALL)
+    for r in records:
+        assert r["end_s"] is not None and r["end_s"] < 5.0, r
+        assert not r["processes_left"] and not r["shm_left"] and not r["problems"], r
+    by_fault = {r["fault"]: r for r in records}
+    assert by_fault["sigkill_main"]["exit_code"] == -9 and by_fault["sigkill_main"]["status"] is None
+    assert by_fault["disk_full"]["error"].startswith("Learner 0: CheckpointError: cannot save checkpoint ")
+    corrupted = by_fault["corrupt_checkpoint"]  # its newest file truncated after the stop: the one before it
+    assert corrupted["resumed_from"] == str(int(corrupted["checkpoint_after"].split("_")[1]))
+
+
+@pytest.mark.slow
+def test_the_large_injection_matrix_over_cartpole_and_vizdoom(tmp_path):
+    pytest.importorskip("vizdoom")
+    records = _matrix(tmp_path, LARGE_RUNS, "cartpole,doom", tuple(FAULTS), timeout_s=4 * 3600)
+    assert len(records) >= 200 and all(not r["problems"] for r in records)

@@ -1,0 +1,68 @@
+"""The docs a newcomer walks: every page reachable from docs/index.md and the mkdocs nav, every link to a page or
+file pointing at one that exists, and the README short, with a package map that matches the folders."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from conftest import ROOT
+
+DOCS = ROOT / "docs"
+PAGES = sorted(p.name for p in DOCS.glob("*.md"))
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _nav_pages(nav) -> list[str]:
+    pages = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += _nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def test_index_links_every_page():
+    linked = set(LINK.findall((DOCS / "index.md").read_text()))
+    assert sorted(set(PAGES) - {"index.md"} - linked) == []
+
+
+def test_mkdocs_nav_lists_every_page_once():
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    assert sorted(nav) == PAGES
+
+
+def test_links_to_pages_and_files_exist():
+    missing = []
+    for page in [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *(DOCS / name for name in PAGES)]:
+        for target in LINK.findall(page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {target}")
+    assert missing == []
+
+
+def test_readme_is_short_and_its_package_map_matches_the_folders():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 120
+    mapped = set(re.findall(r"^\| `(sf/[a-z_]+)/` \|", readme, re.M))
+    packages = {f"sf/{p.parent.name}" for p in (ROOT / "sf").glob("*/__init__.py")}
+    assert mapped == packages
+    for folder in re.findall(r"^\| `([a-z_]+)/` \|", readme, re.M):
+        assert (ROOT / folder).is_dir(), folder
+    entry_points = re.search(r"^\| `sf/\*\.py` \| entry points: (.*) \|$", readme, re.M).group(1)
+    assert sorted(re.findall(r"`([a-z_]+\.py)`", entry_points)) == sorted(
+        p.name for p in (ROOT / "sf").glob("*.py") if p.name != "__init__.py"
+    )
+
+
+def test_the_extras_the_docs_list_are_the_ones_make_installs():
+    makefile_extras = re.search(r"^EXTRAS \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split(",")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    install = re.search(
+        r"installs sf in editable mode with its extras\s*\(([^)]*)\)", (DOCS / "getting-started.md").read_text()
+    )
+    listed = re.findall(r"`([a-z]+)`", install.group(1))
+    readme = re.search(r"Extras: (.*)\.$", (ROOT / "README.md").read_text(), re.M).group(1)
+    assert sorted(listed) == sorted(makefile_extras) == sorted(declared)
+    assert sorted(re.findall(r"`([a-z]+)`", readme)) == sorted(declared)

@@ -1,0 +1,98 @@
+"""The supervisor's own guarantees, each on a small stand-in for a run: the stop flag and heartbeats survive any
+death, a component that stops beating is named and ended, and when the main process dies its components stop by
+themselves, the fork server goes at once and the guard ends what could not stop."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT, alive
+
+from sf.runtime.guard import GRACE_S
+from sf.runtime.shared_flags import RunControl
+from sf.runtime.supervisor import Supervisor
+
+
+def _beat_until_stopped(control: RunControl, slot: int) -> None:
+    while not control.is_set():
+        control.beat(slot)
+        time.sleep(0.01)
+
+
+def test_the_stop_flag_and_heartbeats_are_shared_without_a_lock():
+    ctx = mp.get_context("fork")
+    control = RunControl(mp.get_context("spawn"), num_slots=2)
+    child = ctx.Process(target=_beat_until_stopped, args=(control, 1))
+    child.start()
+    deadline = time.monotonic() + 30
+    while control.beats()[1] < 3:
+        assert time.monotonic() < deadline
+    assert control.beats()[0] == 0
+    os.kill(child.pid, signal.SIGKILL)  # a death at any instant leaves both readable: no lock to be left taken
+    child.join()
+    assert not control.wait(0.01)
+    control.set()
+    assert control.is_set() and control.wait(0)
+
+
+def test_a_component_that_stops_beating_is_named_and_ended():
+    supervisor = Supervisor(num_slots=1, heartbeat_timeout_s=1.0)
+    supervisor.begin()
+    proc = supervisor.start("Worker", mp.get_context("fork").Process(target=_beat_until_stopped,
+                                                                      args=(supervisor.control, 0)), 0)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while supervisor.control.beats()[0] == 0:
+            assert time.monotonic() < deadline
+        os.kill(proc.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        failures = []
+        while not failures:
+            failures = supervisor.poll()
+            assert time.monotonic() - stopped < 5
+            time.sleep(0.05)
+        took = time.monotonic() - stopped
+        assert 1.0 <= took < 2.0, took
+        assert [str(f) for f in failures] == [
+            f"Worker (pid {proc.pid}) sent no heartbeat for 1 s (--heartbeat_timeout_sec): stopped or hung"
+        ]
+        assert not supervisor.running("Worker")  # nothing to wait for: ended at once
+    finally:
+        supervisor.control.set()
+        supervisor.stop({"Worker"}, grace=0.0, crashed=True, exit_wait_s=1.0)
+
+
+def test_when_the_main_process_dies_everything_of_its_run_ends_within_seconds(tmp_path):
+    marker = tmp_path / "component_stopped"
+    main = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "supervised_main.py"), str(marker)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        pids = json.loads(main.stdout.readline())
+        os.kill(pids["sleeper"], signal.SIGSTOP)  # it cannot stop itself: the guard must end it
+        main.kill()
+        main.wait()
+        died = time.monotonic()
+        ended = {}
+        while len(ended) < len(pids) and time.monotonic() - died < GRACE_S + 5:
+            for name, pid in pids.items():
+                if name not in ended and not alive(pid):
+                    ended[name] = time.monotonic() - died
+            time.sleep(0.02)
+    finally:
+        for pid in pids.values():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert set(ended) == set(pids), ended
+    assert ended["server"] < 1.0  # killed by the kernel with the main process
+    assert ended["component"] < 2.0 and marker.read_text() == "stopped, main process gone: True"
+    assert GRACE_S <= ended["sleeper"] < GRACE_S + 2.0 and ended["guard"] < GRACE_S + 2.0
