@@ -4,7 +4,7 @@ its FPS over the mean of its two neighbours, which cancels a machine whose load 
 nodes (trajectory bytes per env frame and weight bytes per update as the node agent counted them, and with
 `--hosts=netns` the bytes the link itself carried), and where the CPU went (`--cpu`).
 
-    python -m sf.bench.ray_cluster [--suite doom] [--rounds 1] [--frames 60000] [--hosts loopback] [--cpu]
+    python -m sf.bench.ray_cluster [--suite doom] [--rounds 1] [--frames 60000] [--hosts loopback] [--cpu] [--keep DIR]
         [--out results.json]
 
 `--hosts=loopback`: both nodes on the loopback interface (Ray's `cluster_utils`), each with its own object store.
@@ -252,9 +252,10 @@ class NamespaceCluster:
 
 
 # the runs -----------------------------------------------------------------------------------------------------
-def run(suite, flags: list[str], repo: Path, cluster, cpu: bool) -> dict:
+def run(suite, flags: list[str], repo: Path, cluster, cpu: bool, keep: Path | None) -> dict:
     """One training run in a fresh folder: its FPS, the node agent's transfer counts (ray runs), the bytes the link
-    carried (netns) and the CPU seconds by group (`cpu`)."""
+    carried (netns) and the CPU seconds by group (`cpu`); its experiment folder is copied to `keep` for
+    `python -m sf.profile report`."""
     with tempfile.TemporaryDirectory(prefix="sf_bench_ray_") as train_dir:
         cmd = [
             *cluster.wrap,
@@ -282,6 +283,8 @@ def run(suite, flags: list[str], repo: Path, cluster, cpu: bool) -> dict:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{output[-6000:]}")
         summary = json.loads((exp / "summary.json").read_text())
         profile = json.loads((exp / "profile.json").read_text())
+        if keep is not None:
+            shutil.copytree(exp, keep)
     transfer = next((entry["transfer"] for entry in profile.values() if "transfer" in entry), None)
     return {
         "fps": summary["fps"],
@@ -322,6 +325,7 @@ def main() -> int:
     parser.add_argument("--link_delay", default="0.2ms", help="--hosts=netns: the pair's delay each way (tc syntax)")
     parser.add_argument("--cpu", action="store_true", help="CPU seconds of each process group per run")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--keep", default=None, help="copy each run's experiment folder under this one")
     args = parser.parse_args()
     suite = SUITES[args.suite]
     workers = int(next(f for f in suite.flags if f.startswith("--num_workers=")).split("=")[1])
@@ -341,10 +345,15 @@ def main() -> int:
             f"--ray_worker_groups={SECOND}:{workers}",
         ]
         local_runs, ray_runs, ratios, steady_ratios = [], [], [], []
-        local_runs.append(run(suite, frames, repo, cluster, args.cpu))
+        keep = Path(args.keep) if args.keep else None
+
+        def kept(name: str) -> Path | None:
+            return keep / name if keep else None
+
+        local_runs.append(run(suite, frames, repo, cluster, args.cpu, kept("local_0")))
         for round_ in range(args.rounds):
-            on_ray = run(suite, remote, repo, cluster, args.cpu)
-            local_runs.append(run(suite, frames, repo, cluster, args.cpu))
+            on_ray = run(suite, remote, repo, cluster, args.cpu, kept(f"ray_{round_}"))
+            local_runs.append(run(suite, frames, repo, cluster, args.cpu, kept(f"local_{round_ + 1}")))
             before, after = local_runs[-2], local_runs[-1]
             ray_runs.append(on_ray)
             ratios.append(on_ray["fps"] / ((before["fps"] + after["fps"]) / 2))
