@@ -46,19 +46,28 @@ RAY_CODE = str(Path(psutil.__file__).parents[1] / "ray")  # Ray's daemons writte
 
 
 # where the CPU goes -------------------------------------------------------------------------------------------
-def cpu_group(proc: psutil.Process, agents: set[int]) -> str:
-    """The group a process of the benchmark's tree belongs to: Ray's own daemons and idle workers, the node agent,
-    the processes it started on the second node, or the training run's processes on the driver's node."""
-    name, args = proc.name(), proc.cmdline()
-    if name.startswith("ray::NodeAgent"):
-        agents.add(proc.pid)
+def cpu_group(proc: psutil.Process) -> str:
+    """The group a process of the benchmark's tree belongs to: the node agent, the processes it started on the second
+    node (forked by its fork server), Ray's own daemons and idle workers, or the training run's processes on the
+    driver's node."""
+    if _is_agent(proc):
         return "node agent"
-    ray_start = "start" in args and any(Path(arg).name == "ray" for arg in args[:2])
-    if name in ("gcs_server", "raylet") or name.startswith("ray::") or ray_start or RAY_CODE in " ".join(args):
-        return "ray daemons"
-    if any(parent.pid in agents for parent in proc.parents()):
+    if any(_is_agent(parent) for parent in proc.parents()):
         return "second node's sf processes"
+    name, args = proc.name(), proc.cmdline()
+    ray_start = "start" in args and any(Path(arg).name == "ray" for arg in args[:2])
+    # a script of Ray's (dashboard agent, runtime env agent, monitors); not a fork server, whose arguments hold the
+    # sys.path of the process that started it, Ray's folders included
+    ray_script = any(arg.startswith(RAY_CODE) and arg.endswith(".py") for arg in args[1:3])
+    if name in ("gcs_server", "raylet") or name.startswith("ray::") or ray_start or ray_script:
+        return "ray daemons"
     return "driver's node sf processes"
+
+
+def _is_agent(proc: psutil.Process) -> bool:
+    """Ray titles an actor's process after its class (`ray::NodeAgent...`), in its command line."""
+    title = proc.cmdline()[:1]
+    return proc.name().startswith("ray::NodeAgent") or (bool(title) and title[0].startswith("ray::NodeAgent"))
 
 
 class TreeCpu:
@@ -71,7 +80,6 @@ class TreeCpu:
         self.first: dict[int, float] = {}
         self.last: dict[int, float] = {}
         self.group: dict[int, str] = {}
-        self.agents: set[int] = set()
         self.stop = threading.Event()
         self._sample(baseline=True)  # the cluster's daemons count from here, not from their own start
         self.machine = psutil.cpu_times()
@@ -83,7 +91,7 @@ class TreeCpu:
             try:
                 times = proc.cpu_times()
                 if proc.pid not in self.group:
-                    self.group[proc.pid] = cpu_group(proc, self.agents)
+                    self.group[proc.pid] = cpu_group(proc)
             except psutil.Error:
                 continue
             self.first.setdefault(proc.pid, times.user + times.system if baseline else 0.0)
@@ -155,7 +163,8 @@ class NamespaceCluster:
         self.folders: list[str] = []
         self.made: list[str] = []
         self.wrap = ["ip", "netns", "exec", self.ns["head"]]
-        self.env = dict(os.environ, **RAY_QUIET_ENV)  # nodes and the driver bind to their namespace's address
+        # nodes and the driver bind to their namespace's address (not to 127.0.0.1 only, as a loopback cluster does)
+        self.env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"} | RAY_QUIET_ENV
         self.address = f"{HEAD_IP}:{RAY_PORT}"
         try:
             self.link = self._make_link(rate, delay)
