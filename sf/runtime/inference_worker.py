@@ -56,7 +56,8 @@ class InferenceWorker(Component):
     def on_start(self) -> None:
         self.model.eval()
         if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
-            seed_sampling(torch.initial_seed() % 2**32)
+            with self.timing.add_time("init"):  # the first call loads the compiled kernels: up to a second
+                seed_sampling(torch.initial_seed() % 2**32)
 
     def _on_request(self, worker: int, split: int, slots: list[int], steps: list[int]) -> None:
         self.requests.append((worker, split, slots, steps))
@@ -73,10 +74,7 @@ class InferenceWorker(Component):
             return
         with timing.add_time("one_step"), timing.add_time("handle_policy_step"), torch.no_grad():
             with timing.add_time("deserialize"):
-                slots, steps = [], []
-                for _, _, s, t in requests:
-                    slots += s
-                    steps += t
+                slots, steps = _slots_and_steps(requests)
                 slots_t = torch.tensor(slots, dtype=torch.int64)
                 steps_t = torch.tensor(steps, dtype=torch.int64)
                 idx_obs = slots_t * (self.T + 1) + steps_t
@@ -120,13 +118,19 @@ class InferenceWorker(Component):
         timing = self.timing
         with timing.add_time("one_step"), timing.add_time("handle_policy_step"):
             with timing.add_time("deserialize"):
-                slots, steps = [], []
-                for _, _, s, t in requests:
-                    slots += s
-                    steps += t
+                slots, steps = _slots_and_steps(requests)
                 slots_np = np.array(slots, dtype=np.int64)
                 steps_np = np.array(steps, dtype=np.int64)
             with timing.add_time("forward"):
                 self.kernel.step(self.obs_np_flat, slots_np, steps_np, self.T, self.version, self.out_np)
             with timing.add_time("send_messages"):
                 self._send_actions(requests)
+
+
+def _slots_and_steps(requests: list[tuple[int, int, list[int], list[int]]]) -> tuple[list[int], list[int]]:
+    """Every requested (trajectory slot, step), in request order: the rows this batch reads and writes."""
+    slots, steps = [], []
+    for _, _, s, t in requests:
+        slots += s
+        steps += t
+    return slots, steps
