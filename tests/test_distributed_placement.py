@@ -89,3 +89,27 @@ def test_chunk_round_trip_restores_trajectories_and_shifts_clocks(monkeypatch):
     for key in node.obs_np:
         np.testing.assert_array_equal(driver.obs_np[key][[5, 0]], node.obs_np[key][[1, 3]])
     assert transfer.nbytes(chunk) == 2 * sum(t[0].numel() * t.element_size() for t in node.all_tensors())
+
+
+def _agent_with_waiting(counts: dict[int, int], waited_s: float, chunk_wait_s: float = 0.05):
+    """A node agent (no Ray, no processes) holding `counts` finished trajectories per policy, the oldest of each
+    having waited `waited_s`, with chunks of 8."""
+    import time
+
+    from sf.distributed.agent import AgentSpec, NodeAgent
+
+    agent = NodeAgent(AgentSpec("NodeAgent_1", (0,), (), _cfg(ray_chunk_wait_s=chunk_wait_s), None, {}, "."))
+    agent.chunk_cap = 8
+    agent.pending = {p: list(range(n)) for p, n in counts.items()}
+    agent.pending_since = {p: time.monotonic() - waited_s for p in counts}
+    return agent
+
+
+def test_a_chunk_leaves_full_or_when_its_oldest_trajectory_has_waited():
+    due, wait_s = _agent_with_waiting({0: 3, 1: 8}, waited_s=0.0)._due()
+    assert due == [1]  # a batch's worth leaves at once, three trajectories wait for more
+    due, wait_s = _agent_with_waiting({0: 3}, waited_s=0.0)._due()
+    assert due == [] and 0.03 < wait_s <= 0.05  # and the agent looks again when they will have waited enough
+    assert _agent_with_waiting({0: 3}, waited_s=0.06)._due()[0] == [0]
+    assert _agent_with_waiting({0: 1}, waited_s=0.0, chunk_wait_s=0.0)._due()[0] == [0]  # 0: every one at once
+    assert _agent_with_waiting({0: 0}, waited_s=1.0)._due() == ([], 0.05)  # nothing waiting

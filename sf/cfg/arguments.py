@@ -558,6 +558,12 @@ def _cluster_flags(g: _Group) -> None:
         "most this often (every version in synchronous mode): a large model's weights can cost more bandwidth "
         "than its trajectories",
     )
+    g.real(
+        "ray_chunk_wait_s",
+        0.05,
+        "a node of --backend=ray sends a policy's finished trajectories when it holds a batch's worth (one chunk) "
+        "or when the oldest has waited this long: fewer, larger chunks cost less per frame",
+    )
     g.integer(
         "ray_transfers_in_flight",
         2,

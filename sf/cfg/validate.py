@@ -59,6 +59,7 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("ray_max_restarts", lambda v: v >= 0, ">= 0"),
     ("ray_transfers_in_flight", lambda v: v >= 1, ">= 1"),
     ("ray_weights_interval_s", lambda v: v >= 0, ">= 0"),
+    ("ray_chunk_wait_s", lambda v: v >= 0, ">= 0"),
 ]
 
 _LAYER_SIZES = ("encoder_mlp_layers", "encoder_conv_mlp_layers", "decoder_mlp_layers")

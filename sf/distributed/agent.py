@@ -2,9 +2,10 @@
 
 It starts them exactly as the parallel placement does on one machine (same process code, faster-fifo queues,
 trajectory buffers in this node's shared memory), so a policy request never leaves the node. What the agent
-adds is the way out and in: finished trajectories are copied out of the buffers into chunks put in the node's
-object store, at most `--ray_transfers_in_flight` of them unacknowledged (their slots go back to the rollout
-workers when the driver acknowledges them); weights the driver hands over are written into the node's policy
+adds is the way out and in: finished trajectories are copied out of the buffers into chunks of up to a batch's worth
+(`--ray_chunk_wait_s` bounds how long one fills) that travel in the replies to the driver, at most
+`--ray_transfers_in_flight` of them unacknowledged (their slots go back to the rollout workers when the driver
+acknowledges them); weights the driver hands over are written into the node's policy
 stores, where the inference workers pick them up; messages for the runner (episodes, trees, errors) are passed
 on with the next reply.
 
@@ -32,11 +33,12 @@ import psutil
 import ray
 
 from sf.distributed.cluster import NodeInfo, this_node
-from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack, put
+from sf.distributed.transfer import Chunk, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import RegistrySnapshot, restore_registry
 from sf.profiling import resources
 from sf.profiling.activity import activity_of
 from sf.profiling.live_feed import snapshot_interval
+from sf.runtime import process_start
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.messages import (
     ComponentError,
@@ -68,6 +70,7 @@ from sf.utils.timing import Timing
 log = logging.getLogger("sf")
 
 TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
+IDLE_WAIT_S = 0.05  # longest wait for the node's messages between looks at the driver's requests
 EXIT_WAIT_S = 2.0
 
 
@@ -97,7 +100,7 @@ class NodeAgent:
         self.acks: list[int] = []
         self.inbound: list[tuple[str, Message]] = []  # (dest, message) from the driver for this node's workers
         self.wanted: dict[int, WeightsUpdate] = {}
-        self.ready: list[ChunkRef] = []
+        self.ready: list[Chunk] = []
         self.control: list[tuple[str, Message]] = []  # (dest, message) for the driver
         self.versions: dict[int, int] = {}
         self.finished = 0
@@ -129,6 +132,13 @@ class NodeAgent:
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
         self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec)
         self.stop_event = self.supervisor.control
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            # first, as on the driver's node: the fork server imports torch and sf once while this process builds
+            # the node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
+            start_ctx = self.supervisor.context(process_start.preload_modules(spec.envs), cfg.force_envs_single_thread)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
         layout = replace(
@@ -171,17 +181,18 @@ class NodeAgent:
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             for slot, (kind, a, b) in enumerate(starts):
-                start_component_process(self.supervisor, ctx, kind, a, b, shared, slot)
+                start_component_process(self.supervisor, start_ctx, kind, a, b, shared, slot)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.thread = threading.Thread(target=self._forward, name=spec.name, daemon=True)
         self.thread.start()
         pids = {label: child.pid for label, child in self.supervisor.children.items()}
         pids[spec.name] = os.getpid()
+        owned = {*pids.values(), *process_start.server_pids()}
         return (
             this_node(),
             pids,
-            Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()}, tuple(self.semaphores)),
+            Remains({pid: psutil.Process(pid).create_time() for pid in owned}, tuple(self.semaphores)),
         )
 
     def take(self, acks: list[int], inbound: list[tuple[str, Message]], weights: list[WeightsUpdate]) -> Reply:
@@ -220,22 +231,23 @@ class NodeAgent:
     def _forward_until_stopped(self) -> None:
         cfg = self.spec.cfg
         self.pending: dict[int, list[int]] = defaultdict(list)
+        self.pending_since: dict[int, float] = {}  # policy -> when its oldest waiting trajectory arrived
         self.unacked: dict[int, list[int]] = {}
         self.deferred: list[tuple[str, Message]] = []
         self.seq = 0
-        chunk_cap = max(1, trajectories_per_batch(cfg))
+        self.chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
             [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree(final=False)],
         ]
         while not self._stopped():
             self._take_requests()
-            waiting = any(self.pending.values())
-            if waiting and len(self.unacked) < cfg.ray_transfers_in_flight:
-                self._ship(chunk_cap)
+            due, wait_s = self._due()
+            if due and len(self.unacked) < cfg.ray_transfers_in_flight:
+                self._ship(due)
                 continue
-            with self.timing.add_time("wait_transfer" if waiting else "wait_trajectories"):
+            with self.timing.add_time("wait_transfer" if due else "wait_trajectories"):
                 try:
-                    msgs = self.inbox.get_many(block=True, timeout=0.01 if waiting else 0.05)
+                    msgs = self.inbox.get_many(block=True, timeout=0.01 if due else wait_s)
                 except faster_fifo.Empty:
                     msgs = ()
             for dest, msg in map(decode, msgs):
@@ -283,22 +295,33 @@ class NodeAgent:
         self.stats["weight_updates"] += 1
         self.stats["weight_bytes_received"] += nbytes(state)
 
-    def _ship(self, cap: int) -> None:
-        """One chunk per policy with trajectories waiting: copy them out, put them in the object store."""
+    def _due(self) -> tuple[list[int], float]:
+        """Policies whose trajectories should leave now: a batch's worth waiting, or the oldest waiting for
+        --ray_chunk_wait_s (each chunk costs a reply, so a fast node sends few large ones and a slow one is not held
+        back); and, with none due, how long until one is."""
+        now, wait_s = time.monotonic(), self.spec.cfg.ray_chunk_wait_s
+        due = [
+            p
+            for p, slots in self.pending.items()
+            if len(slots) >= self.chunk_cap or (slots and now - self.pending_since[p] >= wait_s)
+        ]
+        until = min((self.pending_since[p] + wait_s - now for p, s in self.pending.items() if s), default=IDLE_WAIT_S)
+        return due, min(IDLE_WAIT_S, max(0.001, until))
+
+    def _ship(self, policies: list[int]) -> None:
+        """One chunk per policy in `policies`: copy its trajectories out, to go with the next reply."""
         frames_per_traj = self.spec.cfg.rollout * self.spec.env_info.frameskip
-        for policy_id, slots in self.pending.items():
-            if not slots:
-                continue
-            chosen, self.pending[policy_id] = slots[:cap], slots[cap:]
+        for policy_id in policies:
+            slots = self.pending[policy_id]
+            chosen, self.pending[policy_id] = slots[: self.chunk_cap], slots[self.chunk_cap :]
+            self.pending_since[policy_id] = time.monotonic()  # the rest waits afresh: it fills the next chunk
             with self.timing.add_time("gather"):
                 tensors = pack(self.buffers, chosen)
-            with self.timing.add_time("put"):
-                data = put(tensors)
             self.seq += 1
             self.unacked[self.seq] = chosen
             size = nbytes(tensors)
             with self.cond:
-                self.ready.append(ChunkRef(self.seq, policy_id, len(chosen), size, data))
+                self.ready.append(Chunk(self.seq, policy_id, len(chosen), size, tensors))
                 self.cond.notify_all()
             self.stats["bytes_sent"] += size
             self.stats["chunks_sent"] += 1
@@ -308,7 +331,10 @@ class NodeAgent:
     def _on_message(self, dest: str, msg: Message) -> None:
         """Trajectories are shipped from here in the batcher's place; anything else goes on to the driver."""
         if type(msg) is Trajectories:
-            self.pending[self.policy_of[dest]].extend(msg.slots)
+            policy_id = self.policy_of[dest]
+            if not self.pending[policy_id]:
+                self.pending_since[policy_id] = time.monotonic()
+            self.pending[policy_id].extend(msg.slots)
             with self.cond:
                 self.finished += len(msg.slots)
         else:

@@ -92,7 +92,7 @@ class NodeLink:
         self.stopping = False
         self.outbound: list[tuple[str, Message]] = []  # (dest, message) for the node's workers
         self.handlers = handlers_for(self)
-        self.timing = Timing(self.name)  # the driver's side: fetching chunks, waiting for free slots, writing them
+        self.timing = Timing(self.name)  # the driver's side: taking replies, waiting for free slots, writing chunks
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     # the process-like face ---------------------------------------------------------------------------------
@@ -168,7 +168,8 @@ class NodeLink:
         self._read_inbox(block=False)
         updates = [] if self.stopping else self._weights_due()
         outbound, self.outbound = self.outbound, []
-        reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
+        with self.timing.add_time("take"):
+            reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
         self.acks = []
         errors = [msg for _, msg in reply.messages if type(msg) is ComponentError]
         if errors and self._can_restart():
@@ -179,14 +180,12 @@ class NodeLink:
         self._forward(reply.messages)
         self.versions, self.finished = reply.versions, reply.finished
         for chunk in reply.chunks:
-            with self.timing.add_time("fetch"):
-                tensors = ray.get(chunk.data[0], timeout=TAKE_TIMEOUT_S)
             with self.timing.add_time("wait_slots"):
                 slots = self._free_slots(chunk.count)
             if slots is None:  # stopping: nobody will train on it
                 continue
             with self.timing.add_time("write_buffers"):
-                unpack(self.ctx.buffers, slots, tensors)
+                unpack(self.ctx.buffers, slots, chunk.tensors)
             self.ctx.queues[learner_name(chunk.policy_id)].put(
                 encode(batcher_name(chunk.policy_id), Trajectories(slots)), timeout=5.0
             )

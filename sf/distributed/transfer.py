@@ -21,14 +21,16 @@ OBS_PREFIX = "obs/"
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkRef:
-    """Finished trajectories of one policy, copied out of a node's buffers and put in its object store."""
+class Chunk:
+    """Finished trajectories of one policy, copied out of a node's buffers. It travels by value in the agent's reply:
+    Ray sends a small reply inside the call's answer and puts a large one in the node's object store, from where the
+    driver's `ray.get` pulls it, so neither side makes a `ray.put` and a round trip of its own for it."""
 
     seq: int
     policy_id: int
     count: int
     nbytes: int
-    data: list  # [ObjectRef of the tensors]: wrapped so that Ray hands the reference over, not the value
+    tensors: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,7 @@ class WeightsUpdate:
 class Reply:
     """An agent's answer to each `take`: new chunks, messages for the runner, the weight versions it runs."""
 
-    chunks: list[ChunkRef] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
     messages: list[tuple[str, Message]] = field(default_factory=list)  # (dest, message)
     versions: dict[int, int] = field(default_factory=dict)
     finished: int = 0  # trajectories its rollout workers have completed so far

@@ -162,6 +162,10 @@ def run_parallel(
         try:
             if profile is not None:
                 profile.begin()
+            if cluster is not None:  # first: other nodes start their agents while this one starts its processes
+                links = cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
+                for name, link in links.items():
+                    supervisor.add(name, link)
             # Components are born with SIGINT and SIGTERM blocked (all their threads, and the processes they start,
             # such as VizDoom engines, inherit the mask): only this process reacts, by stopping the run in order,
             # so a signal to the whole process group cannot end an engine or a learner half-way.
@@ -175,10 +179,6 @@ def run_parallel(
                     start_component_process(supervisor, start_ctx, kind, a, b, shared, slot)
                     log.info("started %s pid=%d", label, supervisor.children[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            if cluster is not None:
-                links = cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
-                for name, link in links.items():
-                    supervisor.add(name, link)
             loop.run()
         except Exception as exc:
             runner.stop_status, runner.error = "error", error_line(exc)
