@@ -52,6 +52,7 @@ class InferenceWorker(Component):
                 "values": buffers.np["values"].reshape(-1),
                 "policy_version": buffers.np["policy_version"].reshape(-1),
             }
+            self.kernel.compile(self.obs_np_flat, T, self.out_np)  # while the process starts, not mid-run
 
     def on_start(self) -> None:
         self.model.eval()
