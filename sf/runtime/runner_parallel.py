@@ -43,6 +43,7 @@ from sf.runtime.checkpoint import Loaded
 from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.inference_worker import compile_policy_kernel
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
@@ -101,6 +102,7 @@ def run_parallel(
     supervisor = Supervisor(len(specs), cfg.heartbeat_timeout_sec)
     control = supervisor.control  # the stop flag every process reads, and their heartbeats
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
+    compile_policy_kernel(cfg, model, buffers, device)
     stores = [
         SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
         for p in range(cfg.num_policies)
