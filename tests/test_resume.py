@@ -76,15 +76,18 @@ def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, caplog):
     assert _snapshot(folder) == before
 
 
-def test_restart_starts_checkpoints_and_tensorboard_afresh(tmp_path):
+def test_restart_starts_checkpoints_tensorboard_and_the_profile_feeds_afresh(tmp_path):
     folder = _prior_run(tmp_path)
     events = folder / ".summary" / "0" / "events.out.tfevents.1"
     events.parent.mkdir(parents=True)
     events.write_bytes(b"old curves")
-    (folder / "profile_series.jsonl").write_text("{}\n")
+    for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1"):
+        (folder / name).write_text("{}\n")
     Experiment(_cfg(tmp_path, "--restart_behavior=restart")).close()
     assert not (folder / "checkpoint_p0").exists() and not events.exists()
-    assert not (folder / "profile_series.jsonl").exists()
+    assert not any(
+        (folder / name).exists() for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1")
+    )
 
 
 def test_other_changes_are_logged_and_the_previous_config_is_kept(tmp_path):
