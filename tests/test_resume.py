@@ -161,3 +161,24 @@ def test_a_full_disk_ends_a_serial_run_naming_the_file_and_keeps_the_previous_ch
     assert result.stdout.strip().splitlines()[-1].endswith(f"run ended with an error: {error}")
     assert [p.name for p in CheckpointManager(folder, 0, keep=2).paths()] == [previous.name]
     assert previous.read_bytes() == before and not list(previous.parent.glob("*.tmp"))
+
+
+def test_a_parallel_run_whose_buffers_exceed_the_file_size_limit_ends_in_one_line_and_leaves_no_shm_file(tmp_path):
+    """RLIMIT_FSIZE covers /dev/shm too: the shared trajectory buffers cannot be sized, before any process starts.
+    torch keeps the file it could not size; the run removes it, and says what failed in summary.json and one line."""
+    folder = _prior_run(tmp_path)
+    shm_before = set(Path("/dev/shm").iterdir())
+    limit = 16 * 1024
+    result = run_sf(
+        [*LAYOUT, "--log_to_file=False", "--train_for_env_steps=100000000", f"--train_dir={tmp_path}",
+         "--experiment=exp"],
+        timeout=240,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "error" and "File too large" in summary["error"], summary
+    assert result.stdout.strip().splitlines()[-1].endswith(f"run ended with an error: {summary['error']}")
+    pid = re.search(r"\]\[(\d+)\]", result.stdout).group(1)  # the main process's, in each log line
+    assert not [p for p in set(Path("/dev/shm").iterdir()) - shm_before if p.name.startswith(f"torch_{pid}_")]
+    assert [p.name for p in CheckpointManager(folder, 0, keep=2).paths()] == ["checkpoint_000000016_4096.pth"]
