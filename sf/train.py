@@ -8,6 +8,7 @@ names the flag and nothing is written.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -129,19 +130,7 @@ def run_rl(cfg) -> int:
         setup_logging(cfg.log_level, experiment.dir / "sf_log.txt")
     if env_error is not None:
         log.error("cannot train on env %r: %s", cfg.env, env_error)
-        experiment.write_json(
-            "summary.json",
-            {
-                "status": "error",
-                "error": f"{type(env_error).__name__}: {env_error}",
-                "env_frames": {},
-                "fps": 0.0,
-                "fps_steady": None,
-                "wall_time_s": 0.0,
-                "avg_episode_reward": {},
-                "num_episodes": 0,
-            },
-        )
+        _write_failure(experiment, f"{type(env_error).__name__}: {env_error}")
         return 1
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
@@ -167,8 +156,12 @@ def run_rl(cfg) -> int:
     except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception:
+    except Exception as exc:  # before the run could start (the supervisor ends a started run with a summary)
         log.error("run failed:\n%s", traceback.format_exc())
+        _remove_torch_shm()
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        _write_failure(experiment, error)
+        log.error("run ended with an error: %s", error)
         return 1
     finally:
         for sig, handler in previous.items():
@@ -177,3 +170,41 @@ def run_rl(cfg) -> int:
         log.error("run ended with an error: %s", summary["error"])
         return 1
     return 0
+
+
+def _remove_torch_shm() -> None:
+    """torch unlinks the name of each shared memory file it makes once it is sized, and leaves it when the sizing fails
+    (RLIMIT_FSIZE, a full /dev/shm); the name goes (what mapped it keeps it), torch shares these by descriptor."""
+    removed = []
+    for path in Path("/dev/shm").glob(f"torch_{os.getpid()}_*"):
+        try:
+            path.unlink()
+            removed.append(str(path))
+        except OSError:
+            pass
+    if removed:
+        log.warning("removed %d /dev/shm file(s) this process left: %s", len(removed), ", ".join(removed))
+
+
+def _write_failure(experiment, error: str) -> None:
+    """summary.json of a run that failed before it started: status error, one line naming the cause."""
+    try:
+        _write_summary(experiment, error)
+    except OSError as exc:  # the disk that failed the run may not take this either
+        log.error("cannot write summary.json: %s", exc)
+
+
+def _write_summary(experiment, error: str) -> None:
+    experiment.write_json(
+        "summary.json",
+        {
+            "status": "error",
+            "error": error,
+            "env_frames": {},
+            "fps": 0.0,
+            "fps_steady": None,
+            "wall_time_s": 0.0,
+            "avg_episode_reward": {},
+            "num_episodes": 0,
+        },
+    )

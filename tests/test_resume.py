@@ -76,15 +76,18 @@ def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, caplog):
     assert _snapshot(folder) == before
 
 
-def test_restart_starts_checkpoints_and_tensorboard_afresh(tmp_path):
+def test_restart_starts_checkpoints_tensorboard_and_the_profile_feeds_afresh(tmp_path):
     folder = _prior_run(tmp_path)
     events = folder / ".summary" / "0" / "events.out.tfevents.1"
     events.parent.mkdir(parents=True)
     events.write_bytes(b"old curves")
-    (folder / "profile_series.jsonl").write_text("{}\n")
+    for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1"):
+        (folder / name).write_text("{}\n")
     Experiment(_cfg(tmp_path, "--restart_behavior=restart")).close()
     assert not (folder / "checkpoint_p0").exists() and not events.exists()
-    assert not (folder / "profile_series.jsonl").exists()
+    assert not any(
+        (folder / name).exists() for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1")
+    )
 
 
 def test_other_changes_are_logged_and_the_previous_config_is_kept(tmp_path):
@@ -158,3 +161,24 @@ def test_a_full_disk_ends_a_serial_run_naming_the_file_and_keeps_the_previous_ch
     assert result.stdout.strip().splitlines()[-1].endswith(f"run ended with an error: {error}")
     assert [p.name for p in CheckpointManager(folder, 0, keep=2).paths()] == [previous.name]
     assert previous.read_bytes() == before and not list(previous.parent.glob("*.tmp"))
+
+
+def test_a_parallel_run_whose_buffers_exceed_the_file_size_limit_ends_in_one_line_and_leaves_no_shm_file(tmp_path):
+    """RLIMIT_FSIZE covers /dev/shm too: the shared trajectory buffers cannot be sized, before any process starts.
+    torch keeps the file it could not size; the run removes it, and says what failed in summary.json and one line."""
+    folder = _prior_run(tmp_path)
+    shm_before = set(Path("/dev/shm").iterdir())
+    limit = 16 * 1024
+    result = run_sf(
+        [*LAYOUT, "--log_to_file=False", "--train_for_env_steps=100000000", f"--train_dir={tmp_path}",
+         "--experiment=exp"],
+        timeout=240,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "error" and "File too large" in summary["error"], summary
+    assert result.stdout.strip().splitlines()[-1].endswith(f"run ended with an error: {summary['error']}")
+    pid = re.search(r"\]\[(\d+)\]", result.stdout).group(1)  # the main process's, in each log line
+    assert not [p for p in set(Path("/dev/shm").iterdir()) - shm_before if p.name.startswith(f"torch_{pid}_")]
+    assert [p.name for p in CheckpointManager(folder, 0, keep=2).paths()] == ["checkpoint_000000016_4096.pth"]

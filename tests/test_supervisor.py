@@ -15,7 +15,7 @@ import time
 from conftest import ROOT, alive
 
 from sf.runtime.guard import GRACE_S
-from sf.runtime.shared_flags import RunControl
+from sf.runtime.shared_flags import Heartbeat, RunControl
 from sf.runtime.supervisor import Supervisor
 
 
@@ -66,6 +66,40 @@ def test_a_component_that_stops_beating_is_named_and_ended():
     finally:
         supervisor.control.set()
         supervisor.stop({"Worker"}, grace=0.0, crashed=True, exit_wait_s=1.0)
+
+
+def _start_then_beat(control: RunControl, slot: int, start_s: float, start_limit_s: float) -> None:
+    """A component whose start is one long call (an env, a JIT compile), then a loop that beats."""
+    heartbeat = Heartbeat(control, slot, 0.05, start_limit_s)
+    time.sleep(start_s)
+    while not control.is_set():
+        heartbeat.beat()
+        time.sleep(0.05)
+
+
+def test_a_long_start_is_not_a_hang_but_a_start_that_never_ends_is():
+    supervisor = Supervisor(num_slots=2, heartbeat_timeout_s=0.5)
+    supervisor.begin()
+    ctx = mp.get_context("fork")
+    slow = supervisor.start("Slow", ctx.Process(target=_start_then_beat, args=(supervisor.control, 0, 1.5, 3.0)), 0)
+    stuck = supervisor.start("Stuck", ctx.Process(target=_start_then_beat, args=(supervisor.control, 1, 60, 1.0)), 1)
+    try:
+        failures = []
+        while not failures:
+            failures = supervisor.poll()
+            time.sleep(0.05)
+        took = time.monotonic() - supervisor.children["Stuck"].last_beat
+        assert [f.label for f in failures] == ["Stuck"], [str(f) for f in failures]
+        assert took >= 0.5 and supervisor.running("Slow") and not supervisor.running("Stuck")
+        beats = supervisor.control.beats()[0]
+        deadline = time.monotonic() + 10
+        while supervisor.control.beats()[0] < beats + 3:  # the loop's own beats, once started
+            assert time.monotonic() < deadline
+        assert not supervisor.poll()
+    finally:
+        supervisor.control.set()
+        supervisor.stop({"Slow", "Stuck"}, grace=0.0, crashed=True, exit_wait_s=1.0)
+    assert not alive(slow.pid) and not alive(stuck.pid)
 
 
 def test_when_the_main_process_dies_everything_of_its_run_ends_within_seconds(tmp_path):

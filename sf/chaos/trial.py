@@ -145,7 +145,10 @@ def run_trial(
         if proc.poll() is not None:
             result.problems.append(f"the run ended before the fault (exit {proc.returncode})")
             return result
-        inject(fault, pid)
+        try:
+            inject(fault, pid)
+        except ProcessLookupError:
+            raise _TrialError(f"{result.target} (pid {pid}) ended before the fault") from None
         hit = time.monotonic()
         result.at_s = hit - launched
         limit = END_LIMIT_S + (heartbeat_timeout_s if fault.heartbeat else 0.0)
@@ -302,8 +305,9 @@ def _check_resume(
     expected = "-" if version is None else str(version)
     if result.resumed_from != expected:
         result.problems.append(f"resumed from {result.resumed_from}, expected {expected}")
-    if session_members(proc.pid):
-        result.problems.append("the resume left processes")
+    left = session_members(proc.pid)
+    if left:
+        result.problems.append(f"the resume left processes: {', '.join(_describe(pid) for pid in left)}")
         _end_session(proc)
 
 

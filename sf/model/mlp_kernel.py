@@ -227,6 +227,25 @@ class MlpPolicyKernel:
             blob[self._log_std_at : self._log_std_at + model.log_std.numel()] = model.log_std.numpy()
         self.version = version
 
+    def compile(self, obs: np.ndarray, rollout: int, out: dict) -> None:
+        """Compile the step for these buffers (or load it from numba's cache) now, by a call with no rows: left to
+        the first request, it would stall a running process for seconds."""
+        none = np.empty(0, dtype=np.int64)
+        _policy_step(
+            obs,
+            none,
+            none,
+            rollout,
+            self.blob,
+            self.meta,
+            -1,
+            out["actions"],
+            out["log_prob"],
+            out["action_logits"],
+            out["values"],
+            out["policy_version"],
+        )
+
     def step(self, obs: np.ndarray, slots: np.ndarray, steps: np.ndarray, rollout: int, version: int, out: dict):
         """One inference step for the observations of (slot, step) pairs in `obs` [slots * (rollout + 1),
         features]. The results go to the same pairs of the flat numpy views out["actions"], out["log_prob"],

@@ -13,6 +13,7 @@ from pathlib import Path
 from tensorboardX import SummaryWriter
 
 from sf.cfg.arguments import cfg_to_dict
+from sf.profiling.live_feed import LIVE_FILE
 from sf.profiling.series import SERIES_FILE
 
 SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
@@ -26,7 +27,8 @@ class Experiment:
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
             shutil.rmtree(self.dir)
         if cfg.restart_behavior == "restart":
-            for old in [*self.dir.glob("checkpoint_p*"), self.dir / SCALARS_DIR, self.dir / SERIES_FILE]:
+            live = [self.dir / LIVE_FILE, self.dir / f"{LIVE_FILE}.1"]  # a watcher would show the old run's history
+            for old in [*self.dir.glob("checkpoint_p*"), self.dir / SCALARS_DIR, self.dir / SERIES_FILE, *live]:
                 if old.is_dir():
                     shutil.rmtree(old)
                 else:

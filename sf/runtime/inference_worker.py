@@ -42,17 +42,10 @@ class InferenceWorker(Component):
         self.logits_flat = t["action_logits"].view(n * T, -1)
         self.version_flat = t["policy_version"].view(-1)
         self.use_rnn = buffers.layout.rnn_state_size > 0
-        self.kernel = MlpPolicyKernel.of(model) if cfg.mlp_inference_kernel and self.device.type == "cpu" else None
+        self.kernel = _kernel(cfg, model, self.device)
         if self.kernel is not None:
-            (obs_np,) = buffers.obs_np.values()
-            self.obs_np_flat = obs_np.reshape(n * (T + 1), -1)
-            self.out_np = {
-                "actions": buffers.np["actions"].reshape(n * T, -1),
-                "log_prob": buffers.np["log_prob"].reshape(-1),
-                "action_logits": buffers.np["action_logits"].reshape(n * T, -1),
-                "values": buffers.np["values"].reshape(-1),
-                "policy_version": buffers.np["policy_version"].reshape(-1),
-            }
+            self.obs_np_flat, self.out_np = _kernel_views(buffers, T)
+            self.kernel.compile(self.obs_np_flat, T, self.out_np)  # while the process starts, not mid-run
 
     def on_start(self) -> None:
         self.model.eval()
@@ -135,3 +128,32 @@ def _slots_and_steps(requests: list[PolicyRequest]) -> tuple[list[int], list[int
         slots += request.slots
         steps += request.steps
     return slots, steps
+
+
+def _kernel(cfg, model, device: torch.device) -> MlpPolicyKernel | None:
+    return MlpPolicyKernel.of(model) if cfg.mlp_inference_kernel and device.type == "cpu" else None
+
+
+def _kernel_views(buffers: TrajectoryBuffers, rollout: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The flat numpy views of the buffers that the kernel reads (observations) and writes (the rest)."""
+    n = buffers.layout.num_slots
+    (obs_np,) = buffers.obs_np.values()
+    return obs_np.reshape(n * (rollout + 1), -1), {
+        "actions": buffers.np["actions"].reshape(n * rollout, -1),
+        "log_prob": buffers.np["log_prob"].reshape(-1),
+        "action_logits": buffers.np["action_logits"].reshape(n * rollout, -1),
+        "values": buffers.np["values"].reshape(-1),
+        "policy_version": buffers.np["policy_version"].reshape(-1),
+    }
+
+
+def compile_policy_kernel(cfg, model, buffers: TrajectoryBuffers, device: str) -> None:
+    """In the main process, before any component starts: compile the numba step for these buffers, or load it from
+    numba's cache. A first compile takes 15-20 s on a busy 2-core machine; inside a component it would leave that
+    process unable to stop or beat for as long, so that a stop or a short --heartbeat_timeout_sec killed it before the
+    compile ended and reached the cache, run after run. Here it is written to the cache once, and every component
+    loads it in well under a second."""
+    kernel = _kernel(cfg, model, torch.device(device))
+    if kernel is not None:
+        obs, out = _kernel_views(buffers, cfg.rollout)
+        kernel.compile(obs, cfg.rollout, out)

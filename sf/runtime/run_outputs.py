@@ -6,6 +6,7 @@ Plain objects: the runner hands them what its messages carry and writes what the
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from sf.profiling import resources
@@ -13,12 +14,15 @@ from sf.profiling.series import append_snapshot, snapshot_record
 from sf.utils.roles import profile_order
 from sf.utils.timing import Timing
 
+log = logging.getLogger("sf")
+
 
 class ProfileRecords:
     """profile.json in the making: `{component: {name, pid, tree, resources, activity, node, transfer}}`."""
 
     def __init__(self, series_path: Path):
         self.series_path = series_path
+        self.series_failed = False  # an append failed (a full disk): the series stops there, the run goes on
         self.profiles: dict[str, dict] = {}
         self.nodes: dict[str, dict] = {}  # component -> {host, ray_node_id}, with --backend=ray
         self.node_stats: dict[str, dict] = {}  # node agent -> what it sent and received
@@ -49,8 +53,12 @@ class ProfileRecords:
             entry["activity"] = activity
         self.profiles[name] = entry
         record = snapshot_record(t, frames, entry, final)
-        if series:
-            append_snapshot(self.series_path, record)
+        if series and not self.series_failed:
+            try:
+                append_snapshot(self.series_path, record)
+            except OSError as exc:
+                self.series_failed = True
+                log.error("cannot append to %s (%s): the profile series stops here", self.series_path, exc)
         return record
 
     def set_transfer(self, name: str, stats: dict) -> None:

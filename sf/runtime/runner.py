@@ -275,6 +275,14 @@ class Runner(Component):
             "error": self.stop.error,
         }
 
+    def _write_output(self, name: str, data) -> None:
+        """A full disk that ended the run (or came after) fails these writes too: said in a line, the run's own end and
+        error stand."""
+        try:
+            self.experiment.write_json(name, data)
+        except OSError as exc:
+            log.error("cannot write %s: %s", self.experiment.dir / name, exc)
+
     def finish(self) -> dict:
         """Print every profile tree in contract order under its resources header, then the Collected line;
         write profile and summary."""
@@ -292,11 +300,11 @@ class Runner(Component):
         for block in self.records.trees_text():
             log.info("%s", block)
         summary = self.summary()
-        self.experiment.write_json("profile.json", self.records.profiles)
+        self._write_output("profile.json", self.records.profiles)
         if self.timeline is not None:
             path = timeline.merge(self.cfg.profiling.output_dir, self.timeline)
             log.info("timeline of every process: %s", path)
-        self.experiment.write_json("summary.json", summary)
+        self._write_output("summary.json", summary)
         self.experiment.close()
         log.info("Collected %s, FPS: %.1f", dict(self.progress.env_steps), summary["fps"])
         return summary

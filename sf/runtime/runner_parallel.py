@@ -43,13 +43,15 @@ from sf.runtime.checkpoint import Loaded
 from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.inference_worker import compile_policy_kernel
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
-from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
+from sf.runtime.shared_flags import Heartbeat
+from sf.runtime.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
 from sf.utils.process_settings import apply_process_settings, thread_limits
 from sf.utils.roles import (
     RUNNER,
@@ -101,6 +103,7 @@ def run_parallel(
     supervisor = Supervisor(len(specs), cfg.heartbeat_timeout_sec)
     control = supervisor.control  # the stop flag every process reads, and their heartbeats
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
+    compile_policy_kernel(cfg, model, buffers, device)
     stores = [
         SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
         for p in range(cfg.num_policies)
@@ -255,7 +258,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
 
     cfg = shared["cfg"]
     control = shared["stop_event"]
-    control.beat(slot)
+    heartbeat = Heartbeat(control, slot, HEARTBEAT_S, START_LIMIT_S)
     link = ParentLink(control).start()  # the main process gone: stop, closing the envs
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
@@ -269,7 +272,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     exit_code = 0
     try:
         loop = _build_process(kind, a, b, shared)
-        loop.every(HEARTBEAT_S, partial(control.beat, slot))
+        loop.every(HEARTBEAT_S, heartbeat.beat)
         if cfg.profiling_timeline:
             recorder = timeline.Recorder()
             loop.enable_timeline(recorder)

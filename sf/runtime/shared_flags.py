@@ -9,6 +9,7 @@ them readable. Each counter has a single writer, the process it belongs to; the 
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 
 import numpy as np
@@ -59,3 +60,26 @@ class RunControl:
     def beats(self) -> np.ndarray:
         """A copy of every counter, slot order."""
         return self._words[1:].copy()
+
+
+class Heartbeat:
+    """One process's beats into its counter: from a thread while the process starts (imports, env creation, JIT
+    compiles: single calls of seconds that are not a hang), from its loop (`beat`, every period) once that runs. The
+    thread gives up after `start_limit_s`: a start that never ends is a hang too. SIGSTOP stops both."""
+
+    def __init__(self, control: RunControl, slot: int, period_s: float, start_limit_s: float):
+        self.control = control
+        self.slot = slot
+        self._running = threading.Event()
+        control.beat(slot)
+        threading.Thread(
+            target=self._starting, args=(period_s, time.monotonic() + start_limit_s), name="sf-start-beat", daemon=True
+        ).start()
+
+    def _starting(self, period_s: float, deadline: float) -> None:
+        while not self._running.wait(period_s) and time.monotonic() < deadline:
+            self.control.beat(self.slot)
+
+    def beat(self) -> None:
+        self._running.set()
+        self.control.beat(self.slot)

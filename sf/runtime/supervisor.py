@@ -7,8 +7,8 @@ end-of-run check.
   its envs, the moment that process is gone; a guard process (`sf.runtime.guard`) ends, a few seconds later, whatever
   could not stop by itself (stuck, stopped, or a serial run's env engines).
 - Watching (`poll`, ten times a second from the runner's loop): a process that exited, the fork server gone, or a
-  process whose heartbeat counter (`sf.runtime.shared_flags`, bumped by its loop every HEARTBEAT_S) has not moved for
-  `--heartbeat_timeout_sec` is a failure, named in one line.
+  process whose heartbeat counter (`sf.runtime.shared_flags`, bumped by its loop every HEARTBEAT_S, and by a thread
+  for up to START_LIMIT_S while it starts) has not moved for `--heartbeat_timeout_sec` is a failure, named in one line.
 - Stop: after the runner set the stop flag and collected the final profiles, a process that did not report within the
   grace period is killed with a warning; processes left behind by killed components (env engines: this process is a
   Linux child subreaper and adopts them) are ended and their /dev/shm files unlinked; the fork server is stopped.
@@ -39,6 +39,7 @@ from sf.runtime.shared_flags import RunControl
 log = logging.getLogger("sf")
 
 HEARTBEAT_S = 0.5  # how often a component's loop bumps its counter
+START_LIMIT_S = 60.0  # how long a starting component is not asked for loop beats (`sf.runtime.shared_flags.Heartbeat`)
 STALL_S = 2.0  # a gap this long between two polls means this process itself was stopped: heartbeats start afresh
 REAP_POLL_S = 0.02
 SHM_DIR = Path("/dev/shm")
