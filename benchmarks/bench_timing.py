@@ -1,4 +1,5 @@
-"""Cost of one `with timing.<mode>(key):` block, net of the loop that drives it (goal: <= 2 us).
+"""Cost of one `with timing.<mode>(key):` block, net of the loop that drives it (goal: <= 2 us), and of one message
+between components (sent and delivered on one event loop, or through a queue between two).
 
 python benchmarks/bench_timing.py [--blocks 1000000]
 pytest benchmarks/bench_timing.py --benchmark-enable
@@ -84,6 +85,8 @@ def main() -> None:
         f"timeline recording: add_time {timeline_scope_us(args.blocks):+.3f} us per block, "
         f"message send + dispatch {timeline_message_us(args.blocks // 4):+.3f} us per message, against unrecorded"
     )
+    local, queued = message_us(args.blocks // 4)
+    print(f"message send + dispatch: {local:.3f} us on one loop, {queued:.3f} us through a queue between two loops")
 
 
 def after_capture_window_us(blocks: int) -> float:
@@ -115,23 +118,25 @@ def timeline_message_us(messages: int) -> float:
     """What the traced event loop adds per message: a flow id and a row at the send, a slice at the delivery."""
     from sf.profiling.timeline import Recorder
     from sf.runtime.event_loop import Component, EventLoop
+    from sf.runtime.messages import Actions, PolicyRequest
 
     def seconds_per_message(traced: bool) -> float:
         loop = EventLoop()
         sender, receiver = Component("RolloutWorker_w0"), Component("InferenceWorker_p0-w0")
-        receiver.handlers["policy_request"] = lambda *payload: None
-        sender.handlers["tick"] = lambda: sender.send("InferenceWorker_p0-w0", "policy_request", 0, 1, 2)
+        receiver.handlers[PolicyRequest] = lambda msg: None
+        sender.handlers[Actions] = lambda msg: sender.send("InferenceWorker_p0-w0", PolicyRequest(0, 1, [2], [3]))
         loop.add(sender)
         loop.add(receiver)
         recorder = Recorder() if traced else None
         if traced:
             loop.enable_timeline(recorder)
-        tick = ("RolloutWorker_w0", "tick")
+        tick = Actions([0], 0)
         try:
             start = time.perf_counter()
             for _ in range(messages):
-                loop._dispatch(tick)
-                loop._dispatch(loop.local.popleft())
+                loop._dispatch(sender, tick)
+                dest, msg = loop.local.popleft()
+                loop._dispatch(loop.components[dest], msg)
             return (time.perf_counter() - start) / messages
         finally:
             if recorder is not None:
@@ -140,6 +145,50 @@ def timeline_message_us(messages: int) -> float:
     plain = min(seconds_per_message(False) for _ in range(3))
     traced = min(seconds_per_message(True) for _ in range(3))
     return (traced - plain) * 1e6
+
+
+def message_us(messages: int) -> tuple[float, float]:
+    """Microseconds per policy request (eight envs' slots and steps) from one component to another, handler excluded:
+    on one event loop (built, queued on the deque, dispatched), and from one loop to another through a faster-fifo
+    queue (also encoded, pickled, put, taken, unpickled and decoded), both loops in this process."""
+    from faster_fifo import Queue
+
+    from sf.runtime.event_loop import Component, EventLoop
+    from sf.runtime.messages import PolicyRequest
+
+    slots, steps = list(range(8)), list(range(8, 16))
+
+    def local_seconds() -> float:
+        loop = EventLoop()
+        sender, receiver = Component("RolloutWorker_w0"), Component("InferenceWorker_p0-w0")
+        receiver.handlers[PolicyRequest] = lambda msg: None
+        loop.add(sender)
+        loop.add(receiver, aliases=("policy_p0",))
+        local, components = loop.local, loop.components
+        start = time.perf_counter()
+        for _ in range(messages):
+            sender.send("policy_p0", PolicyRequest(0, 1, slots, steps))
+            dest, msg = local.popleft()
+            loop._dispatch(components[dest], msg)
+        return (time.perf_counter() - start) / messages
+
+    def queued_seconds() -> float:
+        queue = Queue(1_000_000)
+        sending, receiving = EventLoop(routes={"policy_p0": queue}), EventLoop(inbox=queue)
+        sender, receiver = Component("RolloutWorker_w0"), Component("InferenceWorker_p0-w0")
+        receiver.handlers[PolicyRequest] = lambda msg: None
+        sending.add(sender)
+        receiving.add(receiver, aliases=("policy_p0",))
+        components, aliases = receiving.components, receiving.aliases
+        start = time.perf_counter()
+        for _ in range(messages):
+            sender.send("policy_p0", PolicyRequest(0, 1, slots, steps))
+            sending.send_outbox()
+            for dest, msg in queue.get_many(block=False):
+                receiving._dispatch(components[aliases.get(dest, dest)], msg)
+        return (time.perf_counter() - start) / messages
+
+    return min(local_seconds() for _ in range(3)) * 1e6, min(queued_seconds() for _ in range(3)) * 1e6
 
 
 if __name__ == "__main__":

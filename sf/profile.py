@@ -7,6 +7,7 @@ python -m sf.profile breakdown [options] -- <training flags>               # sf.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 USAGE = (
@@ -46,4 +47,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... report <dir> | head` ends quietly, as other tools do
     sys.exit(main())

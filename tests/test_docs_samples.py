@@ -280,6 +280,9 @@ def error_output(tmp_path_factory) -> str:
             family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--batched_sampling=True", train_dir])
         assert run_rl(family_named("gym").cfg_or_exit(["--env=CartPol-v1", train_dir])) == 2
         assert run_rl(parse_full_cfg(["--env=int_box_actions", train_dir])) == 2
+        with pytest.raises(SystemExit):
+            family_named("atari").cfg_or_exit(["--env=atari_spaceinvader", train_dir])
+        assert run_rl(family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--envpool=True", train_dir])) == 2
     return err.getvalue()
 
 
@@ -295,6 +298,12 @@ def test_samples_of_the_python_above_them(sample):
     with contextlib.redirect_stdout(out):
         exec(compile(sample.code_before, sample.page, "exec"), {})
     assert check_log(sample, out.getvalue()) == []
+
+
+@pytest.mark.parametrize("sample", by_run("simulation log"), ids=_ids(by_run("simulation log")))
+def test_simulation_log_samples(sample, sleepy_run):
+    """Lines of the simulation case's log (the run behind the report samples)."""
+    assert check_log(sample, (sleepy_run / "sf_log.txt").read_text()) == []
 
 
 REPORT_ROW = re.compile(r"^(\S+(?: \d+)?) +[\d.]+s ")
@@ -331,6 +340,30 @@ def test_report_format_samples(sample, sleepy_run):
     real = {template(line) for line in output.splitlines()}
     assert [line for line in sample.lines if fixed.match(line) and template(line) not in real] == []
     assert all(re.match(r"^verdict: [a-z]+-bound$", line) for line in sample.lines if line.startswith("verdict"))
+
+
+@pytest.fixture(scope="module")
+def envpool_output(tmp_path_factory) -> str:
+    """The EnvPool page's Breakout run through EnvPool, shortened (slow tests only)."""
+    train_dir = tmp_path_factory.mktemp("docs_envpool")
+    flags = ["--env=atari_breakout", "--envpool=True", "--num_workers=2", "--num_envs_per_worker=4"]
+    return _run(
+        [
+            "-m",
+            "sf_examples.atari.train_atari",
+            *flags,
+            "--train_for_env_steps=8000",
+            f"--train_dir={train_dir}",
+            "--experiment=envpool",
+        ],
+        ROOT,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", by_run("envpool"), ids=_ids(by_run("envpool")))
+def test_envpool_samples(sample, envpool_output):
+    assert check_log(sample, envpool_output) == []
 
 
 @pytest.fixture(scope="module")

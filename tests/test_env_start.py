@@ -11,6 +11,7 @@ from gymnasium import spaces
 from sf.cfg.arguments import default_cfg
 from sf.envs import EnvAdapter, register_env
 from sf.runtime.event_loop import Component, EventLoop
+from sf.runtime.messages import PolicyRequest
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.setup import build_buffers, probe_env
 from sf.utils.roles import policy_queue_name
@@ -105,7 +106,7 @@ def test_framestack_reaches_the_buffers_and_the_model():
 class _Requests(Component):
     def __init__(self):
         super().__init__("requests")
-        self.handlers = {"policy_request": lambda *payload: None}
+        self.handlers = {PolicyRequest: lambda msg: None}
 
 
 def _started_worker(worker_idx: int = 0, env: str = "step_counter", **flags) -> RolloutWorker:

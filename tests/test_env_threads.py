@@ -16,6 +16,7 @@ from sf.cfg.arguments import default_cfg, parse_full_cfg
 from sf.cfg.validate import validate_cfg
 from sf.envs import register_env
 from sf.runtime.event_loop import Component, EventLoop
+from sf.runtime.messages import Episodes, PolicyRequest
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.setup import build_buffers, probe_env
 from sf.utils.errors import ConfigError
@@ -56,7 +57,7 @@ class _Sink(Component):
 
     def __init__(self):
         super().__init__("sink")
-        self.handlers = {"policy_request": lambda *payload: None, "episodes": lambda *payload: None}
+        self.handlers = {PolicyRequest: lambda msg: None, Episodes: lambda msg: None}
 
 
 def _worker(env_threads: int) -> RolloutWorker:

@@ -18,6 +18,7 @@ from sf.model import create_actor_critic
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.learner import Learner
+from sf.runtime.messages import Train
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.utils.roles import RUNNER, batcher_name
 
@@ -252,7 +253,7 @@ def train_once(tmp_path, batch_fn, *flags: str) -> torch.nn.Module:
     cfg = make_cfg(tmp_path, "--use_rnn=False", *flags)
     learner = make_learner(cfg, tmp_path)
     learner.version = 5
-    learner._on_train(batch_fn(learner.model), N * T, 0)
+    learner._on_train(Train(batch_fn(learner.model), N * T, 0))
     return learner.model
 
 
@@ -291,7 +292,7 @@ def test_kl_adaptive_learning_rate_follows_exact_kl_and_survives_resume(tmp_path
     cfg = make_cfg(tmp_path, *flags)
     learner = make_learner(cfg, tmp_path)
     batch = hand_built_batch(learner.model)
-    learner._on_train(batch, N * T, 0)  # behaviour 0.3 away from the policy: KL far above 2 * threshold
+    learner._on_train(Train(batch, N * T, 0))  # behaviour 0.3 away from the policy: KL far above 2 * threshold
     assert learner.lr == pytest.approx(1e-3 / 1.5)
     learner.save()
 

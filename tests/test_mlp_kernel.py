@@ -15,6 +15,7 @@ from sf.model import create_actor_critic
 from sf.model.mlp_kernel import MlpPolicyKernel
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
 from sf.runtime.inference_worker import InferenceWorker
+from sf.runtime.messages import Actions, PolicyRequest
 from sf.runtime.policy_store import LocalPolicyStore
 from tests.test_model import DEFAULTS
 
@@ -42,8 +43,8 @@ class _Loop:
     def __init__(self):
         self.sent = []
 
-    def send(self, *message):
-        self.sent.append(message)
+    def send(self, dest, msg):
+        self.sent.append((dest, msg))
 
 
 def _worker(spec: ActionSpec, **overrides) -> tuple[InferenceWorker, TrajectoryBuffers]:
@@ -85,9 +86,10 @@ def test_kernel_step_matches_the_torch_model(name):
     worker, buffers = _worker(spec, **overrides)
     assert worker.kernel is not None
     slots, steps = [0, 2, 3, 5, 7], [0, 3, 7, 1, 5]
-    worker.requests.append((0, 1, slots, steps))
+    worker.requests.append(PolicyRequest(0, 1, slots, steps))
     worker.flush()
-    assert worker.loop.sent == [("RolloutWorker_w0", "actions", [1], 0)]
+    ((dest, msg),) = worker.loop.sent
+    assert dest == "RolloutWorker_w0" and type(msg) is Actions and msg == Actions(splits=[1], policy_id=0)
     t = buffers.tensors
     obs = {"obs": buffers.obs["obs"][slots, steps]}
     with torch.no_grad():
@@ -109,7 +111,7 @@ def test_draws_follow_the_distribution_and_the_seed():
     worker, buffers = _worker(spec, normalize_input=True)
     draws = []
     for _ in range(3000):
-        worker.requests.append((0, 0, [1], [2]))
+        worker.requests.append(PolicyRequest(0, 0, [1], [2]))
         worker.flush()
         draws.append(buffers.tensors["actions"][1, 2].clone())
     draws = torch.stack(draws)
@@ -121,17 +123,17 @@ def test_draws_follow_the_distribution_and_the_seed():
     assert abs(float(draws[:, 1].std() / dist.std[0, 0]) - 1.0) < 0.1
 
     again, _ = _worker(spec, normalize_input=True)  # the stream is seeded from torch's seed in on_start
-    again.requests.append((0, 0, [1], [2]))
+    again.requests.append(PolicyRequest(0, 0, [1], [2]))
     again.flush()
     worker.on_start()
-    worker.requests.append((0, 0, [1], [2]))
+    worker.requests.append(PolicyRequest(0, 0, [1], [2]))
     worker.flush()
     torch.testing.assert_close(buffers.tensors["actions"][1, 2], again.buffers.tensors["actions"][1, 2])
 
 
 def test_new_weights_reach_the_kernel_with_the_policy_version():
     worker, buffers = _worker(ActionSpec((4,), 0), normalize_input=True)
-    worker.requests.append((0, 0, [0], [0]))
+    worker.requests.append(PolicyRequest(0, 0, [0], [0]))
     worker.flush()
     before = buffers.tensors["action_logits"][0, 0].clone()
     with torch.no_grad():
@@ -139,7 +141,7 @@ def test_new_weights_reach_the_kernel_with_the_policy_version():
             p.mul_(1.5)
         worker.model.obs_normalizer._stats_by_key["obs"].mean.add_(1.0)
     worker.store.publish(worker.model, 1)
-    worker.requests.append((0, 0, [0], [0]))
+    worker.requests.append(PolicyRequest(0, 0, [0], [0]))
     worker.flush()
     after = buffers.tensors["action_logits"][0, 0]
     with torch.no_grad():

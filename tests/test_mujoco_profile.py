@@ -28,7 +28,7 @@ HOTSPOTS = {  # (path suffix of the defining file, function name): the part of t
     ("gymnasium/envs/mujoco/ant_v5.py", "step"): "env step",
     ("sf/runtime/rollout_worker.py", "_on_actions"): "rollout loop",
     ("sf/runtime/inference_worker.py", "flush"): "inference",
-    ("sf/model/actor_critic.py", "forward"): "policy forward",
+    ("sf/model/mlp_kernel.py", "step"): "policy forward (the MLP inference kernel)",
     ("sf/runtime/learner.py", "_on_train"): "learner",
     ("sf/runtime/learner.py", "_train"): "learner SGD",
     ("sf/envs/adapter.py", "step"): "env step through the adapter",

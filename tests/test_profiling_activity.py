@@ -3,6 +3,7 @@ event loop's overhead, with nothing counted twice."""
 
 import json
 import time
+from typing import NamedTuple
 
 import pytest
 from conftest import read_scalars, run_sf
@@ -39,20 +40,24 @@ def _spin(seconds: float) -> None:
         pass
 
 
+class _Ball(NamedTuple):
+    hits: int
+
+
 class _Player(Component):
     """Hits the ball back `rounds` times, working `work_s` per hit inside its `play` scope."""
 
     def __init__(self, name: str, other: str, work_s: float, rounds: int, wait_key: str):
         super().__init__(name)
         self.other, self.work_s, self.rounds, self.wait_key = other, work_s, rounds, wait_key
-        self.handlers = {"ball": self._on_ball}
+        self.handlers = {_Ball: self._on_ball}
 
-    def _on_ball(self, hits: int) -> None:
+    def _on_ball(self, ball: _Ball) -> None:
         with self.timing.add_time("play"):
             _spin(self.work_s)
-        if hits >= self.rounds:
+        if ball.hits >= self.rounds:
             raise StopLoop
-        self.send(self.other, "ball", hits + 1)
+        self.send(self.other, _Ball(ball.hits + 1))
 
 
 def test_components_sharing_a_loop_wait_while_the_other_works():
@@ -61,7 +66,7 @@ def test_components_sharing_a_loop_wait_while_the_other_works():
     pong = _Player("pong", "ping", 0.001, 20, "wait_ping")
     loop.add(ping)
     loop.add(pong)
-    loop.send("ping", "ball", 0)
+    loop.send("ping", _Ball(0))
     loop.run()
     profiles = {name: (tree, activity) for name, tree, activity in loop.profiles()}
     ping_tree, ping_act = profiles["ping"]

@@ -57,9 +57,9 @@ def _check_timeline(exp, one_process: bool) -> dict:
     for flow_id, end in ends.items():  # clocks agree: nothing arrives before it was sent
         assert end["ts"] >= starts[flow_id]["ts"]
     pairs = {(tracks[starts[i]["pid"]], tracks[ends[i]["pid"]], ends[i]["name"]) for i in ends}
-    assert ("RolloutWorker_w0", "InferenceWorker_p0-w0", "policy_request") in pairs
-    assert ("InferenceWorker_p0-w0", "RolloutWorker_w1", "actions") in pairs
-    assert ("Batcher 0", "Learner 0", "train") in pairs
+    assert ("RolloutWorker_w0", "InferenceWorker_p0-w0", "PolicyRequest") in pairs  # named after the kind's class
+    assert ("InferenceWorker_p0-w0", "RolloutWorker_w1", "Actions") in pairs
+    assert ("Batcher 0", "Learner 0", "Train") in pairs
     return trace
 
 
@@ -117,15 +117,15 @@ def test_parts_on_other_clocks_are_aligned_by_their_wall_offsets():
         "pid": 10,
         "clock": "other",
         "wall_offset_s": 5000.0,
-        "rows": [("X", "Learner 0", "train", 1.0, 1.5), ("s", "Learner 0", 7, 1.2, "learner_version")],
+        "rows": [("X", "Learner 0", "train", 1.0, 1.5), ("s", "Learner 0", 7, 1.2, "LearnerVersion")],
     }
     b = {
         "pid": 11,
         "clock": "other",
         "wall_offset_s": 4000.0,
         "rows": [
-            ("H", "Batcher 0", "learner_version", 1001.2005, 1001.3),
-            ("f", "Batcher 0", 7, 1001.2005, "learner_version"),
+            ("H", "Batcher 0", "LearnerVersion", 1001.2005, 1001.3),
+            ("f", "Batcher 0", 7, 1001.2005, "LearnerVersion"),
         ],
     }
     trace = timeline.chrome_trace([a, b])

@@ -12,8 +12,8 @@ subtracted. Writes `profiling/breakdown.json` and `profiling/breakdown.png` in t
 table.
 
 The training module is the first word after `--` when it is not a flag (`sf_examples.vizdoom.train_vizdoom`);
-otherwise it is the training module of the env family `--env` belongs to (`sf.envs.families`); `--envpool=True` steps an
-Atari or MuJoCo run's envs through EnvPool, whose calls are then the simulator rows.
+otherwise it is the training module of the env family `--env` belongs to (`sf.envs.families`); `--envpool=True`
+steps an Atari or MuJoCo run's envs through EnvPool, whose calls are then the simulator rows.
 """
 
 from __future__ import annotations

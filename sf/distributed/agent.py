@@ -34,10 +34,24 @@ import ray
 from sf.distributed.cluster import NodeInfo, this_node
 from sf.distributed.transfer import ChunkRef, Reply, WeightsUpdate, nbytes, pack, put
 from sf.envs.registry import RegistrySnapshot, restore_registry
-from sf.profiling import resources, timeline
+from sf.profiling import resources
 from sf.profiling.activity import activity_of
 from sf.profiling.live_feed import snapshot_interval
 from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
+from sf.runtime.messages import (
+    ComponentError,
+    FinalProfile,
+    Message,
+    NodeStats,
+    PolicyVersion,
+    ProfilerOutputs,
+    ProfileSnapshot,
+    Release,
+    Trajectories,
+    decode,
+    encode,
+    unwrap,
+)
 from sf.runtime.orphans import named_semaphores
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.setup import EnvInfo, build_model, precision_choice
@@ -81,10 +95,10 @@ class NodeAgent:
         self.spec = spec
         self.cond = threading.Condition()
         self.acks: list[int] = []
-        self.inbound: list[tuple] = []
+        self.inbound: list[tuple[str, Message]] = []  # (dest, message) from the driver for this node's workers
         self.wanted: dict[int, WeightsUpdate] = {}
         self.ready: list[ChunkRef] = []
-        self.control: list[tuple] = []
+        self.control: list[tuple[str, Message]] = []  # (dest, message) for the driver
         self.versions: dict[int, int] = {}
         self.finished = 0
         self.done = False
@@ -170,7 +184,7 @@ class NodeAgent:
             Remains({pid: psutil.Process(pid).create_time() for pid in pids.values()}, tuple(self.semaphores)),
         )
 
-    def take(self, acks: list[int], inbound: list[tuple], weights: list[WeightsUpdate]) -> Reply:
+    def take(self, acks: list[int], inbound: list[tuple[str, Message]], weights: list[WeightsUpdate]) -> Reply:
         """Hand over what is ready (waiting up to TAKE_WAIT_S for something); take acknowledgements, messages for
         this node's workers and newer weights."""
         with self.cond:
@@ -197,7 +211,7 @@ class NodeAgent:
         try:
             self._forward_until_stopped()
         except Exception:
-            self._post((RUNNER, "error", self.spec.name, traceback.format_exc()))
+            self._post(RUNNER, ComponentError(self.spec.name, traceback.format_exc()))
             with self.cond:
                 self.stop_deadline = self.stop_deadline or time.monotonic() + EXIT_WAIT_S
                 self.stop_event.set()
@@ -207,11 +221,11 @@ class NodeAgent:
         cfg = self.spec.cfg
         self.pending: dict[int, list[int]] = defaultdict(list)
         self.unacked: dict[int, list[int]] = {}
-        self.deferred: list[tuple] = []
+        self.deferred: list[tuple[str, Message]] = []
         self.seq = 0
         chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
-            [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree("timing")],
+            [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree(final=False)],
         ]
         while not self._stopped():
             self._take_requests()
@@ -224,8 +238,8 @@ class NodeAgent:
                     msgs = self.inbox.get_many(block=True, timeout=0.01 if waiting else 0.05)
                 except faster_fifo.Empty:
                     msgs = ()
-            for msg in msgs:
-                self._on_message(timeline.unwrap(msg))
+            for dest, msg in map(decode, msgs):
+                self._on_message(dest, unwrap(msg))
             now = time.monotonic()
             for timer in timers:
                 if now >= timer[0]:
@@ -250,14 +264,15 @@ class NodeAgent:
                 for slot in self.unacked.pop(seq, ()):
                     by_worker[self.buffers.layout.worker_of_slot(slot)].append(slot)
                 for worker, slots in by_worker.items():
-                    self.queues[rollout_worker_name(worker)].put((rollout_worker_name(worker), "release", slots))
+                    name = rollout_worker_name(worker)
+                    self.queues[name].put(encode(name, Release(slots)))
         messages, self.deferred = self.deferred + inbound, []
-        for msg in messages:
+        for dest, msg in messages:
             # a worker told of a new version before this node holds its weights would collect with the old ones
-            if msg[1] == "policy_version" and self.versions.get(msg[2], -1) < msg[3]:
-                self.deferred.append(msg)
+            if type(msg) is PolicyVersion and self.versions.get(msg.policy_id, -1) < msg.version:
+                self.deferred.append((dest, msg))
             else:
-                self.queues[msg[0]].put(msg)
+                self.queues[dest].put(encode(dest, msg))
 
     def _apply(self, update: WeightsUpdate) -> None:
         with self.timing.add_time("update_weights"):
@@ -290,17 +305,18 @@ class NodeAgent:
             self.stats["trajectories_sent"] += len(chosen)
             self.stats["frames_sent"] += len(chosen) * frames_per_traj
 
-    def _on_message(self, msg: tuple) -> None:
-        if msg[1] == "trajectories":
-            self.pending[self.policy_of[msg[0]]].extend(msg[2])
+    def _on_message(self, dest: str, msg: Message) -> None:
+        """Trajectories are shipped from here in the batcher's place; anything else goes on to the driver."""
+        if type(msg) is Trajectories:
+            self.pending[self.policy_of[dest]].extend(msg.slots)
             with self.cond:
-                self.finished += len(msg[2])
+                self.finished += len(msg.slots)
         else:
-            self._post(msg)
+            self._post(dest, msg)
 
-    def _post(self, msg: tuple) -> None:
+    def _post(self, dest: str, msg: Message) -> None:
         with self.cond:
-            self.control.append(msg)
+            self.control.append((dest, msg))
             self.cond.notify_all()
 
     def _watch(self) -> None:
@@ -308,37 +324,31 @@ class NodeAgent:
         could hold for good): a process that exits or misses its heartbeats before the stop fails this node."""
         failures = self.supervisor.poll()
         if self.stop_deadline is None:
-            self.control += [(RUNNER, "error", failure.label, failure.cause) for failure in failures]
+            self.control += [(RUNNER, ComponentError(failure.label, failure.cause)) for failure in failures]
 
-    def _share_tree(self, kind: str) -> None:
-        tree = self.timing.to_dict()
+    def _share_tree(self, final: bool) -> None:
+        name, tree, pid = self.spec.name, self.timing.to_dict(), os.getpid()
         lifetime = time.monotonic() - self.started_at
-        self._post((RUNNER, "node_stats", self.spec.name, dict(self.stats)))  # first: the final tree ends the wait
-        self._post(
-            (
-                RUNNER,
-                kind,
-                self.spec.name,
-                os.getpid(),
-                tree,
-                resources.snapshot().to_dict(),
-                activity_of(tree, lifetime).to_dict(),
-            )
-        )
+        self._post(RUNNER, NodeStats(name, dict(self.stats)))  # first: the final tree ends the wait
+        res, activity = resources.snapshot().to_dict(), activity_of(tree, lifetime).to_dict()
+        if final:
+            self._post(RUNNER, FinalProfile(name, pid, tree, res, activity))
+        else:
+            self._post(RUNNER, ProfileSnapshot(name, pid, tree, res, activity))
 
     def _end(self) -> None:
         """Kill what did not stop in time, pass on the last messages and the agent's own final tree."""
         self.supervisor.stop(set(), EXIT_WAIT_S, crashed=False, exit_wait_s=EXIT_WAIT_S)
         try:
-            for msg in self.inbox.get_many(block=False):
-                msg = timeline.unwrap(msg)
-                if msg[1] != "trajectories":
-                    self._post(msg)
+            for dest, msg in map(decode, self.inbox.get_many(block=False)):
+                msg = unwrap(msg)
+                if type(msg) is not Trajectories:
+                    self._post(dest, msg)
         except faster_fifo.Empty:
             pass
         if self.spec.cfg.profiling.backend != "none" or self.spec.cfg.profiling_timeline:
-            self._post((RUNNER, "profiler_outputs", self.spec.name, self._profiler_outputs()))
-        self._share_tree("profile")
+            self._post(self.spec.name, ProfilerOutputs(self.spec.name, self._profiler_outputs()))  # for its link
+        self._share_tree(final=True)
         self._release_semaphores()
         with self.cond:
             self.done = True

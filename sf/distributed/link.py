@@ -32,9 +32,21 @@ from sf.distributed.cluster import NodeInfo
 from sf.distributed.placement import WorkerGroup
 from sf.distributed.transfer import unpack
 from sf.distributed.weights import WeightsPublisher
-from sf.profiling import timeline
 from sf.runtime.buffers import TrajectoryBuffers
-from sf.utils.roles import RUNNER, batcher_name, inference_worker_name, learner_name
+from sf.runtime.messages import (
+    ComponentError,
+    Message,
+    NodeRestarted,
+    NodeStats,
+    ProfilerOutputs,
+    Release,
+    Trajectories,
+    decode,
+    encode,
+    handlers_for,
+    unwrap,
+)
+from sf.utils.roles import RUNNER, Role, batcher_name, inference_worker_name, learner_name
 from sf.utils.timing import Timing
 
 log = logging.getLogger("sf")
@@ -60,6 +72,8 @@ class LinkContext:
 
 
 class NodeLink:
+    role = Role.NODE_AGENT  # the driver's side of one: it receives what WIRING sends a node agent
+
     def __init__(self, group: WorkerGroup, spec: AgentSpec, inbox: faster_fifo.Queue, ctx: LinkContext):
         self.group = group
         self.spec = spec
@@ -76,7 +90,8 @@ class NodeLink:
         self.pid = 0
         self.exitcode: int | None = None
         self.stopping = False
-        self.outbound: list[tuple] = []
+        self.outbound: list[tuple[str, Message]] = []  # (dest, message) for the node's workers
+        self.handlers = handlers_for(self)
         self.timing = Timing(self.name)  # the driver's side: fetching chunks, waiting for free slots, writing them
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
@@ -106,7 +121,7 @@ class NodeLink:
             code = 1
             if not self.stopping:
                 where = f" on node {self.node.label}" if self.node else ""
-                runner_q.put((RUNNER, "error", f"{self.name}{where}", _describe(exc)), timeout=5.0)
+                runner_q.put(encode(RUNNER, ComponentError(f"{self.name}{where}", _describe(exc))), timeout=5.0)
             self._reap()
             if not self.stopping:
                 self.ctx.stop_event.wait(REPORT_WAIT_S)
@@ -155,10 +170,11 @@ class NodeLink:
         outbound, self.outbound = self.outbound, []
         reply = ray.get(self.actor.take.remote(self.acks, outbound, updates), timeout=TAKE_TIMEOUT_S)
         self.acks = []
-        errors = [m for m in reply.messages if m[1] == "error"]
+        errors = [msg for _, msg in reply.messages if type(msg) is ComponentError]
         if errors and self._can_restart():
-            self._forward([m for m in reply.messages if m[1] != "error"])
-            self._restart(f"{errors[0][2]} failed: {errors[0][3].strip().splitlines()[-1]}")
+            self._forward([(dest, msg) for dest, msg in reply.messages if type(msg) is not ComponentError])
+            first = errors[0]
+            self._restart(f"{first.component} failed: {first.traceback.strip().splitlines()[-1]}")
             return False
         self._forward(reply.messages)
         self.versions, self.finished = reply.versions, reply.finished
@@ -172,7 +188,7 @@ class NodeLink:
             with self.timing.add_time("write_buffers"):
                 unpack(self.ctx.buffers, slots, tensors)
             self.ctx.queues[learner_name(chunk.policy_id)].put(
-                (batcher_name(chunk.policy_id), "trajectories", slots), timeout=5.0
+                encode(batcher_name(chunk.policy_id), Trajectories(slots)), timeout=5.0
             )
             self.acks.append(chunk.seq)
             self.received += chunk.count
@@ -200,11 +216,12 @@ class NodeLink:
             msgs = self.inbox.get_many(block=block, timeout=0.1)
         except faster_fifo.Empty:
             return
-        for msg in map(timeline.unwrap, msgs):
-            if msg[1] == "release":
-                self.free.extend(msg[2])
+        for dest, msg in map(decode, msgs):
+            msg = unwrap(msg)
+            if type(msg) is Release:
+                self.free.extend(msg.slots)
             else:
-                self.outbound.append(msg)
+                self.outbound.append((dest, msg))
 
     def _free_slots(self, count: int) -> list[int] | None:
         while len(self.free) < count:
@@ -213,24 +230,26 @@ class NodeLink:
             self._read_inbox(block=True)
         return [self.free.popleft() for _ in range(count)]
 
-    def _forward(self, messages: list[tuple]) -> None:
-        """Pass the node's messages to the runner; an error names the node."""
+    def _forward(self, messages: list[tuple[str, Message]]) -> None:
+        """Handle what is for this link, pass the rest of the node's messages to the runner; an error names the
+        node."""
         runner_q = self.ctx.queues[RUNNER]
-        for msg in messages:
-            if msg[1] == "profiler_outputs":
-                self._write_outputs(msg[3])
+        for dest, msg in messages:
+            handler = self.handlers.get(type(msg))
+            if handler is not None:
+                handler(msg)
                 continue
-            if msg[1] == "error":
-                msg = (RUNNER, "error", f"{msg[2]} on node {self.node.label}", msg[3])
-            elif msg[1] == "node_stats":  # with the driver's side of the transfers
-                msg = (*msg[:3], {**msg[3], "driver": self.timing.to_dict()})
-            runner_q.put(msg, timeout=5.0)
+            if type(msg) is ComponentError:
+                msg = msg._replace(component=f"{msg.component} on node {self.node.label}")
+            elif type(msg) is NodeStats:  # with the driver's side of the transfers
+                msg = msg._replace(stats={**msg.stats, "driver": self.timing.to_dict()})
+            runner_q.put(encode(dest, msg), timeout=5.0)
 
-    def _write_outputs(self, files: dict[str, bytes]) -> None:
+    def _on_profiler_outputs(self, msg: ProfilerOutputs) -> None:
         """The node's profiler outputs into the driver's profiling folder (where a shared filesystem has not
         already put them)."""
         folder = Path(self.ctx.cfg.profiling.output_dir)
-        for relative, data in files.items():
+        for relative, data in msg.files.items():
             target = folder / relative
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -244,9 +263,8 @@ class NodeLink:
         """Start a new agent for the same workers; trajectories the lost one finished but never delivered are lost."""
         lost = max(0, self.finished - self.received) * self.frames_per_traj
         self.restarts_left -= 1
-        self.ctx.queues[RUNNER].put(
-            (RUNNER, "node_restarted", self.name, self.node.label, cause, lost, self.restarts_left), timeout=5.0
-        )
+        restarted = NodeRestarted(self.name, self.node.label, cause, lost, self.restarts_left)
+        self.ctx.queues[RUNNER].put(encode(RUNNER, restarted), timeout=5.0)
         self._reap()
         self._start_agent()
 

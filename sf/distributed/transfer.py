@@ -15,6 +15,7 @@ import ray.cloudpickle
 
 from sf.envs.registry import RegistrySnapshot
 from sf.runtime.buffers import TrajectoryBuffers
+from sf.runtime.messages import Message
 
 OBS_PREFIX = "obs/"
 
@@ -42,7 +43,7 @@ class Reply:
     """An agent's answer to each `take`: new chunks, messages for the runner, the weight versions it runs."""
 
     chunks: list[ChunkRef] = field(default_factory=list)
-    messages: list[tuple] = field(default_factory=list)
+    messages: list[tuple[str, Message]] = field(default_factory=list)  # (dest, message)
     versions: dict[int, int] = field(default_factory=dict)
     finished: int = 0  # trajectories its rollout workers have completed so far
     done: bool = False  # stopped: every process ended and its final trees are in `messages`

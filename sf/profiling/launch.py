@@ -112,8 +112,9 @@ class ProcessProfile:
 def attach(pcfg: ProfilingConfig, kind: str, label: str, loop, policy_store=None) -> ProcessProfile | None:
     """Hook the profiler into a process's loop, or None when the selection does not cover this process.
 
-    With a learner on the loop, its "train" handler marks the iteration boundaries exactly; elsewhere the
-    version published in `policy_store` is read once per loop pass (only when --profiling_steps is set).
+    With a learner on the loop, its handler of `learner.iteration_kind` (a training batch) marks the iteration
+    boundaries exactly; elsewhere the version published in `policy_store` is read once per loop pass (only when
+    --profiling_steps is set).
     """
     if not selected(pcfg, kind):
         return None
@@ -122,14 +123,14 @@ def attach(pcfg: ProfilingConfig, kind: str, label: str, loop, policy_store=None
     if learner is not None:
         profile = ProcessProfile(gate, lambda: learner.version + 1)
         if pcfg.steps:
-            train = learner.handlers["train"]
+            train = learner.handlers[learner.iteration_kind]
 
-            def gated_train(*payload) -> None:
+            def gated_train(msg) -> None:
                 profile.poll()
-                train(*payload)
+                train(msg)
                 profile.poll()
 
-            learner.handlers["train"] = gated_train
+            learner.handlers[learner.iteration_kind] = gated_train
         return profile
     profile = ProcessProfile(gate, _version_reader(policy_store))
     if pcfg.steps:

@@ -4,7 +4,8 @@ format: Perfetto and chrome://tracing open it).
 
 Each process records through a Timing scope hook into its own bounded buffer (about the last `EVENTS_PER_PROCESS`
 events), so nothing is recorded and nothing costs while the flag is off. Its event loop, switched to its traced
-variant, adds a slice per delivered message and carries a flow id inside every message it sends. At exit every
+variant, adds a slice per delivered message and carries a flow id with every message it sends (the envelope
+`sf.runtime.messages.Flow`); a message's slice and flow are named after its kind's class. At exit every
 process writes its buffer to a part file; the runner merges the parts into one track per component.
 
 The buffer is flat: per event one reference in a list (the Timing node of a scope, or a label shared by every event
@@ -32,7 +33,6 @@ from sf.utils.timing import ScopeHook, add_scope_hook, remove_scope_hook
 
 EVENTS_PER_PROCESS = 200_000
 TRIM_PERIOD_S = 1.0
-FLOW = "~flow"  # message kind of a message wrapped with its flow id: (dest, FLOW, flow_id, kind, *payload)
 PARTS_DIR = "timeline_parts"
 SHARED_CLOCK = "clock_gettime(CLOCK_MONOTONIC)"
 
@@ -114,11 +114,6 @@ def _wall_offset() -> float:
         if best is None or b - a < best[0]:
             best = (b - a, wall - (a + b) / 2)
     return best[1]
-
-
-def unwrap(msg: tuple) -> tuple:
-    """A message without its flow id, for readers outside the event loop."""
-    return (msg[0], *msg[3:]) if len(msg) > 1 and msg[1] == FLOW else msg
 
 
 def part_path(profiling_dir: Path, label: str) -> Path:

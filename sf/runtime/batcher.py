@@ -12,10 +12,12 @@ import torch
 
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.utils.roles import batcher_name, learner_name, rollout_worker_name
+from sf.runtime.messages import LearnerVersion, Release, Train, Trajectories
+from sf.utils.roles import Role, batcher_name, learner_name, rollout_worker_name
 
 
 class Batcher(Component):
+    role = Role.BATCHER
     wait_key = "wait_trajectories"
 
     def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int):
@@ -29,12 +31,12 @@ class Batcher(Component):
         self.new_frames = 0
         self.dropped = 0
         self.learner_version = 0
-        self.handlers = {"trajectories": self._on_trajectories, "learner_version": self._on_learner_version}
 
-    def _on_learner_version(self, version: int) -> None:
-        self.learner_version = version
+    def _on_learner_version(self, msg: LearnerVersion) -> None:
+        self.learner_version = msg.version
 
-    def _on_trajectories(self, slots: list[int]) -> None:
+    def _on_trajectories(self, msg: Trajectories) -> None:
+        slots = msg.slots
         self.new_frames += len(slots) * self.frames_per_traj
         if self.cfg.async_rl:
             oldest = self.buffers.tensors["policy_version"][slots].amin(dim=1)
@@ -51,7 +53,7 @@ class Batcher(Component):
                 batch = self.buffers.gather(torch.tensor(chosen, dtype=torch.int64))
             with self.timing.add_time("releasing_batches"):
                 self._release(chosen)
-            self.send(learner_name(self.policy_id), "train", batch, self.new_frames, self.dropped)
+            self.send(learner_name(self.policy_id), Train(batch, self.new_frames, self.dropped))
             self.new_frames = 0
             self.dropped = 0
 
@@ -60,4 +62,4 @@ class Batcher(Component):
         for slot in slots:
             by_worker[self.buffers.layout.worker_of_slot(slot)].append(slot)
         for worker, worker_slots in by_worker.items():
-            self.send(rollout_worker_name(worker), "release", worker_slots)
+            self.send(rollout_worker_name(worker), Release(worker_slots))

@@ -1,8 +1,9 @@
 """Components and the loop that carries messages between them.
 
-A component only ever talks to others through `send(dest, kind, *payload)`. The loop decides whether
-`dest` lives in this process (a local deque, no copy) or in another one (a faster-fifo queue), so the
-same component classes run serially in one process or spread over many.
+A component only ever talks to others through `send(dest, message)`, a message being one of the typed kinds of
+`sf.runtime.messages`; the loop hands it to the handler `WIRING` names for its kind. The loop decides whether `dest`
+lives in this process (a local deque, no copy) or in another one (a faster-fifo queue, in the wire form of
+`messages.encode`), so the same component classes run serially in one process or spread over many.
 
 The loop also keeps the clocks of work versus waiting (`sf.profiling.activity.LoopMeter`): every handler call is
 charged to its component, the time blocked on the inbox and in other components' handlers becomes a wait, and
@@ -24,10 +25,12 @@ from typing import Any
 from faster_fifo import Empty, Queue
 
 from sf.profiling.activity import LoopMeter, activity_of
-from sf.profiling.timeline import FLOW, TRIM_PERIOD_S
+from sf.profiling.timeline import TRIM_PERIOD_S
+from sf.runtime.messages import Flow, Message, decode, encode, handlers_for
+from sf.utils.roles import Role
 from sf.utils.timing import Timing
 
-Message = tuple  # (dest, kind, *payload)
+Delivery = tuple[str, Message]  # (dest, message): what the local deque and a decoded inbox hold
 RunHook = Callable[[], AbstractContextManager]
 """Entered when an event loop starts running and exited when it stops, in the loop's thread: what a tool that
 measures whole loops (the cross-stack breakdown's clocks and capture) installs with `add_run_hook`."""
@@ -47,21 +50,24 @@ def remove_run_hook(hook: RunHook) -> None:
     _run_hooks.remove(hook)
 
 
-def _timed_loads(data: bytes) -> Message:
-    """The inbox's unpickler: counts its own time, which a blocking get would otherwise hide in the wait."""
+def _timed_loads(data: bytes) -> Delivery:
+    """The inbox's unpickler and decoder: counts its own time, which a blocking get would otherwise hide in the
+    wait."""
     start = _clock()
-    msg = pickle.loads(data)
+    delivery = decode(pickle.loads(data))
     _deserialize_s[0] += _clock() - start
-    return msg
+    return delivery
 
 
 class Component:
     """Base class: a name, a Timing tree, message handlers by kind, start/stop hooks.
 
-    `wait_key` names what the component waits for while the loop is elsewhere (a `wait_<what>` key of its tree);
-    a component whose wait changes with its state updates it in its handlers.
+    `role` picks the rows of `sf.runtime.messages.WIRING` whose handlers this component gets. `wait_key` names what
+    the component waits for while the loop is elsewhere (a `wait_<what>` key of its tree); a component whose wait
+    changes with its state updates it in its handlers.
     """
 
+    role: Role | None = None
     wait_key = "wait_messages"
     timing_base = ""  # the tree level its work keys live at ("main_loop" for the runner)
 
@@ -69,12 +75,12 @@ class Component:
         self.name = name
         self.timing = Timing(name)
         self.loop: EventLoop | None = None
-        self.handlers: dict[str, Callable[..., None]] = {}
+        self.handlers: dict[type, Callable[[Any], None]] = handlers_for(self)
         self.busy_s = 0.0
         self.wait_open = self.wait_key
 
-    def send(self, dest: str, kind: str, *payload: Any) -> None:
-        self.loop.send(dest, kind, *payload)
+    def send(self, dest: str, msg: Message) -> None:
+        self.loop.send(dest, msg)
 
     def on_start(self) -> None:
         """Called once when the loop starts, in the process the component lives in."""
@@ -99,11 +105,13 @@ class EventLoop:
 
     def __init__(self, inbox: Queue | None = None, routes: dict[str, Queue] | None = None, stop_event=None):
         self.inbox = inbox
+        if inbox is not None:
+            inbox.loads = _timed_loads
         self.routes = routes or {}
         self.components: dict[str, Component] = {}
         self.aliases: dict[str, str] = {}
-        self.local: deque[Message] = deque()
-        self.outbox: list[tuple[Queue, Message]] = []
+        self.local: deque[Delivery] = deque()  # destinations resolved (no aliases)
+        self.outbox: list[tuple[Queue, str, Message]] = []
         self.timers: list[list] = []  # [next_time, period, fn, owner]
         self.stop_event = stop_event
         self.stopped = False
@@ -122,26 +130,25 @@ class EventLoop:
         """Call `fn` every `period_s`; its time is `owner`'s work, or the loop's overhead when it has none."""
         self.timers.append([time.monotonic() + period_s, period_s, fn, owner])
 
-    def send(self, dest: str, kind: str, *payload: Any) -> None:
+    def send(self, dest: str, msg: Message) -> None:
         dest = self.aliases.get(dest, dest)
         if dest in self.components:
-            self.local.append((dest, kind, *payload))
+            self.local.append((dest, msg))
         else:
-            self.outbox.append((self.routes[dest], (dest, kind, *payload)))
+            self.outbox.append((self.routes[dest], dest, msg))
 
     def send_outbox(self) -> None:
-        """Serialize and enqueue the messages for other processes (loop overhead)."""
+        """Encode, serialize and enqueue the messages for other processes (loop overhead)."""
         start = _clock()
         outbox, self.outbox = self.outbox, []
-        for queue, msg in outbox:
-            queue.put(msg, block=True, timeout=30.0)
+        for queue, dest, msg in outbox:
+            queue.put(encode(dest, msg), block=True, timeout=30.0)
         self.meter.serialize_s += _clock() - start
 
-    def _dispatch(self, msg: Message) -> None:
-        component = self.components[self.aliases.get(msg[0], msg[0])]
+    def _dispatch(self, component: Component, msg: Message) -> None:
         start = _clock()
         try:
-            component.handlers[msg[1]](*msg[2:])
+            component.handlers[type(msg)](msg)
         except StopLoop:
             raise
         except Exception:
@@ -173,11 +180,12 @@ class EventLoop:
 
     def _drain_local(self) -> bool:
         """Deliver the local messages at hand (not those they cause: timers must get their turn)."""
-        local = self.local
+        local, components = self.local, self.components
         if not local:
             return False
         for _ in range(len(local)):
-            self._dispatch(local.popleft())
+            dest, msg = local.popleft()
+            self._dispatch(components[dest], msg)
             if not local:
                 self._flush_all()
         return True
@@ -208,17 +216,16 @@ class EventLoop:
         self.send = self._traced_send
         self.every(TRIM_PERIOD_S, recorder.trim)
 
-    def _traced_dispatch(self, msg: Message) -> None:
+    def _traced_dispatch(self, component: Component, msg: Message) -> None:
         """`_dispatch` with the slice and flow end recorded, in one call: it runs once per message."""
-        if msg[1] == FLOW:
-            flow_id, kind, payload = msg[2], msg[3], msg[4:]
-        else:
-            flow_id, kind, payload = None, msg[1], msg[2:]
-        component = self.components[self.aliases.get(msg[0], msg[0])]
+        flow_id = None
+        if type(msg) is Flow:
+            flow_id, msg = msg.flow_id, msg.message
+        kind = type(msg).__name__
         previous, self.current = self.current, component
         start = _clock()
         try:
-            component.handlers[kind](*payload)
+            component.handlers[type(msg)](msg)
         except StopLoop:
             raise
         except Exception:
@@ -243,19 +250,15 @@ class EventLoop:
             self.current = previous
             self._trace("C", component.name, fn.__name__, start, _clock())
 
-    def _traced_send(self, dest: str, kind: str, *payload: Any) -> None:
-        """`send` with a flow id put in front of the kind and the flow's start recorded."""
+    def _traced_send(self, dest: str, msg: Message) -> None:
+        """`send` with the message wrapped in a `Flow` and the flow's start recorded."""
         current = self.current
         if current is None:  # sent by the loop itself (a timer of no component): no track to start from
-            EventLoop.send(self, dest, kind, *payload)
+            EventLoop.send(self, dest, msg)
             return
         flow_id = self._next_flow_id()
-        self._trace("s", current.name, kind, _clock(), flow_id)
-        dest = self.aliases.get(dest, dest)
-        if dest in self.components:
-            self.local.append((dest, FLOW, flow_id, kind, *payload))
-        else:
-            self.outbox.append((self.routes[dest], (dest, FLOW, flow_id, kind, *payload)))
+        self._trace("s", current.name, type(msg).__name__, _clock(), flow_id)
+        EventLoop.send(self, dest, Flow(flow_id, msg))
 
     def measure(self) -> float:
         """Write waits and loop overhead into every component's tree; the loop's lifetime so far (seconds)."""
@@ -292,8 +295,6 @@ class EventLoop:
         self.meter = LoopMeter(_clock())
         self.flushing = [c for c in self.components.values() if type(c).flush is not Component.flush]
         meter, inbox = self.meter, self.inbox
-        if inbox is not None:
-            inbox.loads = _timed_loads
         for component in self.components.values():
             self._call(component, component.on_start)
             self.started.append(component)
@@ -314,8 +315,9 @@ class EventLoop:
                     meter.deserialize_s += decoded if not busy else took
                     if not busy:
                         meter.blocked_s += took - decoded
-                    for msg in msgs:
-                        self._dispatch(msg)
+                    components, aliases = self.components, self.aliases
+                    for dest, msg in msgs:
+                        self._dispatch(components[aliases.get(dest, dest)], msg)
                     if msgs:
                         self._flush_all()
                 elif not busy:
@@ -330,9 +332,10 @@ class EventLoop:
 
     def deliver_local(self, dest: str) -> None:
         """After stopping: hand `dest` what the others sent it on their way out (final stats)."""
-        for msg in [m for m in self.local if self.aliases.get(m[0], m[0]) == dest]:
+        component = self.components[dest]
+        for msg in [msg for to, msg in self.local if to == dest]:
             try:
-                self._dispatch(msg)
+                self._dispatch(component, msg)
             except StopLoop:
                 pass
         self.local.clear()

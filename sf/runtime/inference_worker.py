@@ -10,10 +10,12 @@ import torch
 from sf.model.mlp_kernel import MlpPolicyKernel, seed_sampling
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.event_loop import Component
-from sf.utils.roles import inference_worker_name, rollout_worker_name
+from sf.runtime.messages import Actions, PolicyRequest
+from sf.utils.roles import Role, inference_worker_name, rollout_worker_name
 
 
 class InferenceWorker(Component):
+    role = Role.INFERENCE_WORKER
     wait_key = "wait_requests"
 
     def __init__(
@@ -27,8 +29,7 @@ class InferenceWorker(Component):
         self.store = policy_store
         self.device = torch.device(device)
         self.version = -1
-        self.requests: list[tuple[int, int, list[int], list[int]]] = []
-        self.handlers = {"policy_request": self._on_request}
+        self.requests: list[PolicyRequest] = []
         T = cfg.rollout
         n = buffers.layout.num_slots
         self.T = T
@@ -56,10 +57,11 @@ class InferenceWorker(Component):
     def on_start(self) -> None:
         self.model.eval()
         if self.kernel is not None:  # the kernel draws from its own stream, seeded from this process's torch seed
-            seed_sampling(torch.initial_seed() % 2**32)
+            with self.timing.add_time("init"):  # the first call loads the compiled kernels: up to a second
+                seed_sampling(torch.initial_seed() % 2**32)
 
-    def _on_request(self, worker: int, split: int, slots: list[int], steps: list[int]) -> None:
-        self.requests.append((worker, split, slots, steps))
+    def _on_request(self, msg: PolicyRequest) -> None:
+        self.requests.append(msg)
 
     def flush(self) -> None:
         if not self.requests:
@@ -73,10 +75,7 @@ class InferenceWorker(Component):
             return
         with timing.add_time("one_step"), timing.add_time("handle_policy_step"), torch.no_grad():
             with timing.add_time("deserialize"):
-                slots, steps = [], []
-                for _, _, s, t in requests:
-                    slots += s
-                    steps += t
+                slots, steps = _slots_and_steps(requests)
                 slots_t = torch.tensor(slots, dtype=torch.int64)
                 steps_t = torch.tensor(steps, dtype=torch.int64)
                 idx_obs = slots_t * (self.T + 1) + steps_t
@@ -106,27 +105,33 @@ class InferenceWorker(Component):
             with timing.add_time("send_messages"):
                 self._send_actions(requests)
 
-    def _send_actions(self, requests: list[tuple[int, int, list[int], list[int]]]) -> None:
+    def _send_actions(self, requests: list[PolicyRequest]) -> None:
         """One message per rollout worker naming every split of it served here: a queue put wakes the worker and
         costs far more than its bytes, and both splits of a worker are often in one call."""
         splits: dict[int, list[int]] = {}
-        for worker, split, _, _ in requests:
-            splits.setdefault(worker, []).append(split)
+        for request in requests:
+            splits.setdefault(request.worker, []).append(request.split)
         for worker, served in splits.items():
-            self.send(rollout_worker_name(worker), "actions", served, self.policy_id)
+            self.send(rollout_worker_name(worker), Actions(served, self.policy_id))
 
-    def _kernel_step(self, requests: list[tuple[int, int, list[int], list[int]]]) -> None:
+    def _kernel_step(self, requests: list[PolicyRequest]) -> None:
         """The same step for a small MLP policy, as one numba call over the buffers (`sf.model.mlp_kernel`)."""
         timing = self.timing
         with timing.add_time("one_step"), timing.add_time("handle_policy_step"):
             with timing.add_time("deserialize"):
-                slots, steps = [], []
-                for _, _, s, t in requests:
-                    slots += s
-                    steps += t
+                slots, steps = _slots_and_steps(requests)
                 slots_np = np.array(slots, dtype=np.int64)
                 steps_np = np.array(steps, dtype=np.int64)
             with timing.add_time("forward"):
                 self.kernel.step(self.obs_np_flat, slots_np, steps_np, self.T, self.version, self.out_np)
             with timing.add_time("send_messages"):
                 self._send_actions(requests)
+
+
+def _slots_and_steps(requests: list[PolicyRequest]) -> tuple[list[int], list[int]]:
+    """Every requested (trajectory slot, step), in request order: the rows this batch reads and writes."""
+    slots, steps = [], []
+    for request in requests:
+        slots += request.slots
+        steps += request.steps
+    return slots, steps

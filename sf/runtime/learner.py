@@ -21,13 +21,16 @@ from sf.algo.vtrace import compute_vtrace
 from sf.profiling import staleness
 from sf.runtime.checkpoint import CheckpointManager, load_state
 from sf.runtime.event_loop import Component
-from sf.utils.roles import RUNNER, batcher_name, learner_name, rollout_worker_name
+from sf.runtime.messages import LearnerStats, LearnerVersion, PolicyVersion, Save, SaveBest, Staleness, Train
+from sf.utils.roles import RUNNER, Role, batcher_name, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 
 
 class Learner(Component):
+    role = Role.LEARNER
     wait_key = "wait_batch"
+    iteration_kind = Train  # the message whose handling is one training iteration (profiling's step boundaries)
 
     def __init__(
         self,
@@ -52,7 +55,6 @@ class Learner(Component):
         self.env_steps = 0
         self.version = 0
         self.lr_schedule = LearningRateSchedule(cfg)
-        self.handlers = {"train": self._on_train, "save": self.save, "save_best": self.save_best}
 
     def on_start(self) -> None:
         with self.timing.add_time("init"):
@@ -81,12 +83,13 @@ class Learner(Component):
             )
         self._set_lr(self.lr_schedule.value(self.env_steps))
         self.store.publish(self.model, self.version)
-        self.send(batcher_name(self.policy_id), "learner_version", self.version)
-        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, {})
+        self.send(batcher_name(self.policy_id), LearnerVersion(self.version))
+        self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, {}))
 
-    def _on_train(self, batch: dict, new_frames: int, dropped: int) -> None:
+    def _on_train(self, msg: Train) -> None:
         received = time.monotonic()
-        self.env_steps += new_frames
+        batch, dropped = msg.batch, msg.dropped
+        self.env_steps += msg.new_frames
         if self.cfg.sampling_only:
             self._discard(dropped)
             return
@@ -97,26 +100,21 @@ class Learner(Component):
         with self.timing.add_time("after_optimizer"):
             self.version += 1
             self.store.publish(self.model, self.version)
-            self.send(batcher_name(self.policy_id), "learner_version", self.version)
+            self.send(batcher_name(self.policy_id), LearnerVersion(self.version))
             if not self.cfg.async_rl:
                 for w in range(self.cfg.num_workers):
-                    self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
+                    self.send(rollout_worker_name(w), PolicyVersion(self.policy_id, self.version))
         lag = (self.version - 1 - batch["policy_version"]).float()
         stats["policy_lag"] = float(lag.mean())
         stats["policy_lag_max"] = float(lag.max())
         with self.timing.add_time("staleness"):  # batches built by hand (tests) carry no trajectory stamps
             ages = staleness.step_ages(batch["traj_time"], self.cfg.rollout, received) if "traj_time" in batch else None
-            self.send(
-                RUNNER,
-                "staleness",
-                self.policy_id,
-                staleness.age_counts(ages) if ages is not None else {},
-                staleness.lag_counts(lag),
-            )
+            age_counts = staleness.age_counts(ages) if ages is not None else {}
+            self.send(RUNNER, Staleness(self.policy_id, age_counts, staleness.lag_counts(lag)))
         stats["dropped_trajectories"] = float(dropped)
         stats["valids_fraction"] = float(data["valids"].float().mean())
         stats["lr"] = self.lr
-        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
+        self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, stats))
 
     def _discard(self, dropped: int) -> None:
         """--sampling_only: count the batch's frames and drop it. Synchronous collection waits for a version
@@ -124,9 +122,9 @@ class Learner(Component):
         if not self.cfg.async_rl:
             self.version += 1
             for w in range(self.cfg.num_workers):
-                self.send(rollout_worker_name(w), "policy_version", self.policy_id, self.version)
+                self.send(rollout_worker_name(w), PolicyVersion(self.policy_id, self.version))
         stats = {"policy_lag": 0.0, "policy_lag_max": 0.0, "dropped_trajectories": float(dropped)}
-        self.send(RUNNER, "learner_stats", self.policy_id, self.env_steps, self.version, stats)
+        self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, stats))
 
     # data ------------------------------------------------------------------------------------------------
     def _prepare(self, batch: dict) -> dict:
@@ -341,6 +339,12 @@ class Learner(Component):
             "best_performance": self.checkpoints.best_value,
             "lr": self.lr,
         }
+
+    def _on_save(self, msg: Save) -> None:
+        self.save()
+
+    def _on_save_best(self, msg: SaveBest) -> None:
+        self.save_best(msg.metric, msg.value)
 
     def save(self) -> None:
         with self.timing.add_time("save_checkpoint"):

@@ -66,11 +66,12 @@ class Mailbox:
         while not self._closed:
             with self._cond:
                 outgoing, self._outgoing = self._outgoing, deque()
-            for queue, msg in outgoing:
+            for queue, wire in outgoing:
                 try:
-                    queue.put(msg, block=True, timeout=PUT_TIMEOUT_S)
+                    queue.put(wire, block=True, timeout=PUT_TIMEOUT_S)
                 except faster_fifo.Full:
-                    log.warning("a message for %s was dropped: its queue stayed full for %.0f s", msg[0], PUT_TIMEOUT_S)
+                    dest, _, _ = wire
+                    log.warning("a message for %s was dropped: its queue stayed full for %.0f s", dest, PUT_TIMEOUT_S)
             try:
                 msgs = self.inbox.get_many(block=True, timeout=POLL_S)
             except faster_fifo.Empty:
@@ -111,9 +112,10 @@ class Mailbox:
     def sender(self, queue: faster_fifo.Queue) -> Sender:
         return Sender(self, queue)
 
-    def post(self, queue: faster_fifo.Queue, msg: tuple) -> None:
+    def post(self, queue: faster_fifo.Queue, wire: tuple) -> None:
+        """Put `wire` (a message in `sf.runtime.messages.encode`'s form) on `queue` from the thread."""
         with self._cond:
-            self._outgoing.append((queue, msg))
+            self._outgoing.append((queue, wire))
 
 
 class Sender:
@@ -123,5 +125,5 @@ class Sender:
         self.mailbox = mailbox
         self.queue = queue
 
-    def put(self, msg: tuple, block: bool = True, timeout: float | None = None) -> None:
-        self.mailbox.post(self.queue, msg)
+    def put(self, wire: tuple, block: bool = True, timeout: float | None = None) -> None:
+        self.mailbox.post(self.queue, wire)

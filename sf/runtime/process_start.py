@@ -33,7 +33,7 @@ from sf.utils.process_settings import thread_limits
 log = logging.getLogger("sf")
 
 STOP_TIMEOUT_S = 5.0
-BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel")
+BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel", "sf.runtime.kernel_warmup")
 SERVER_LINK = "sf.runtime.fork_server_link"
 
 

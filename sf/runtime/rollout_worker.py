@@ -28,10 +28,12 @@ from sf.envs.registry import create_vector_env
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.utils.roles import RUNNER, batcher_name, policy_queue_name, rollout_worker_name
+from sf.runtime.messages import Actions, Episodes, PolicyRequest, PolicyVersion, Release, Trajectories
+from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
 
 class RolloutWorker(Component):
+    role = Role.ROLLOUT_WORKER
     wait_key = "wait_actions"
 
     def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers):
@@ -42,7 +44,6 @@ class RolloutWorker(Component):
         self.T = cfg.rollout
         self.num_envs = cfg.num_envs_per_worker
         self.sync = not cfg.async_rl
-        self.handlers = {"actions": self._on_actions, "release": self._on_release, "policy_version": self._on_version}
         self.env_pool: ThreadPoolExecutor | None = None
         self.vector: VectorEnv | None = None
 
@@ -151,9 +152,10 @@ class RolloutWorker(Component):
         return self.rng.randrange(self.cfg.num_policies) if self.cfg.num_policies > 1 else 0
 
     # the rollout loop ---------------------------------------------------------------------------------
-    def _on_actions(self, splits: list[int], policy: int) -> None:
+    def _on_actions(self, msg: Actions) -> None:
         """Actions for these splits are in the buffers: step each split in turn."""
-        for split in splits:
+        policy = msg.policy_id
+        for split in msg.splits:
             self._advance_split(split, policy)
 
     def _advance_split(self, split: int, policy: int) -> None:
@@ -178,7 +180,7 @@ class RolloutWorker(Component):
         if stepping:
             self._step_group(stepping, split)
         for policy_id, slots in finished.items():
-            self.send(batcher_name(policy_id), "trajectories", slots)
+            self.send(batcher_name(policy_id), Trajectories(slots))
         self._request(split)
         self._update_wait()
 
@@ -338,12 +340,12 @@ class RolloutWorker(Component):
                 self.inflight[(split, policy_id)] = group
                 slots = [self.slot[i] for i in group]
                 steps = [self.t[i] for i in group]
-                self.send(policy_queue_name(policy_id), "policy_request", self.idx, split, slots, steps)
+                self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps))
             self.ready[split] = []
 
     # messages from the learner side ---------------------------------------------------------------------
-    def _on_release(self, slots: list[int]) -> None:
-        self.free.extend(slots)
+    def _on_release(self, msg: Release) -> None:
+        self.free.extend(msg.slots)
         touched = set()
         while self.need_slot and self.free:
             i, old = self.need_slot.popleft()
@@ -355,7 +357,8 @@ class RolloutWorker(Component):
             self._request(split)
         self._update_wait()
 
-    def _on_version(self, policy_id: int, version: int) -> None:
+    def _on_version(self, msg: PolicyVersion) -> None:
+        policy_id, version = msg.policy_id, msg.version
         if version <= self.version[policy_id]:
             return
         self.version[policy_id] = version
@@ -376,7 +379,7 @@ class RolloutWorker(Component):
     def _send_episode_stats(self) -> None:
         for policy_id, episodes in self.episodes.items():
             if episodes:
-                self.send(RUNNER, "episodes", policy_id, episodes)
+                self.send(RUNNER, Episodes(policy_id, episodes))
         self.episodes = {}
 
     def on_stop(self) -> None:

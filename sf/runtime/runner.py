@@ -25,15 +25,28 @@ from sf.runtime.errors import last_line
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.live_status import LiveStatus
+from sf.runtime.messages import (
+    ComponentError,
+    Episodes,
+    FinalProfile,
+    LearnerStats,
+    NodeRestarted,
+    NodeStats,
+    ProfileSnapshot,
+    Save,
+    SaveBest,
+    Staleness,
+)
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
 from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
-from sf.utils.roles import RUNNER, learner_name
+from sf.utils.roles import RUNNER, Role, learner_name
 
 log = logging.getLogger("sf")
 
 
 class Runner(Component):
+    role = Role.RUNNER
     wait_key = "wait_messages"
     timing_base = "main_loop"  # the placements run the whole loop inside the runner's `main_loop` scope
 
@@ -56,16 +69,6 @@ class Runner(Component):
         self.live = LiveStatus(experiment.dir, cfg_to_dict(cfg))  # profile_live.jsonl and the progress verdict
         self.series_marks: dict[str, float] = {}  # component -> when its last snapshot went into the series
         self.shares = tb_layout.ShareScalars()
-        self.handlers = {
-            "learner_stats": self._on_learner_stats,
-            "staleness": self.staleness.add,
-            "episodes": self.progress.on_episodes,
-            "timing": self._on_timing,
-            "profile": self.on_profile,
-            "error": self._on_error,
-            "node_stats": self.records.set_transfer,
-            "node_restarted": self._on_node_restarted,
-        }
 
     # what the placements read and set ------------------------------------------------------------------
     @property
@@ -102,13 +105,25 @@ class Runner(Component):
         every(schedule.timing_s, self._own_timing, owner=self)
 
     # incoming ----------------------------------------------------------------------------------------
-    def _on_learner_stats(self, policy_id: int, env_steps: int, version: int, stats: dict) -> None:
+    def _on_learner_stats(self, msg: LearnerStats) -> None:
         with self.timing.add_time("learner_stats"):
-            self.progress.on_learner_stats(policy_id, env_steps, version, stats, time.monotonic())
-            if stats:
-                self.train_window.add(policy_id, stats)
+            self.progress.on_learner_stats(msg.policy_id, msg.env_steps, msg.version, msg.stats, time.monotonic())
+            if msg.stats:
+                self.train_window.add(msg.policy_id, msg.stats)
             if self.progress.trained_for(self.cfg.train_for_env_steps):
                 self.request_stop("ok")
+
+    def _on_staleness(self, msg: Staleness) -> None:
+        self.staleness.add(msg.policy_id, msg.ages, msg.lags)
+
+    def _on_episodes(self, msg: Episodes) -> None:
+        self.progress.on_episodes(msg.policy_id, msg.episodes)
+
+    def _on_node_stats(self, msg: NodeStats) -> None:
+        self.records.set_transfer(msg.agent, msg.stats)
+
+    def _on_final_profile(self, msg: FinalProfile) -> None:
+        self.on_profile(msg.component, msg.pid, msg.tree, msg.resources, msg.activity)
 
     def on_profile(
         self,
@@ -127,16 +142,15 @@ class Runner(Component):
         record = self.records.record(name, pid, tree, res, activity, final, t, frames, series or final)
         self.live.snapshot(record)
 
-    def _on_timing(
-        self, name: str, pid: int, tree: dict, res: dict | None = None, activity: dict | None = None
-    ) -> None:
+    def _on_snapshot(self, msg: ProfileSnapshot) -> None:
         """A periodic snapshot: keep it for the exit report and the live feed; every --experiment_summaries_interval
         also in the series, with its top-level keys, shares and CPU % in TensorBoard."""
+        name, tree, res, activity = msg.component, msg.tree, msg.resources, msg.activity
         with self.timing.add_time("timing_scalars"):
             now = time.monotonic()
             since = now - self.series_marks.get(name, -1e9)
             due = since >= self.cfg.experiment_summaries_interval - LIVE_INTERVAL_S / 2
-            self.on_profile(name, pid, tree, res, activity, final=False, series=due)
+            self.on_profile(name, msg.pid, tree, res, activity, final=False, series=due)
             if due:
                 self.series_marks[name] = now
                 level = activity_level(tree)
@@ -145,21 +159,21 @@ class Runner(Component):
                 frames = self.progress.total_frames()
                 self.experiment.write_scalars(0, frames, self.shares.scalars(name, level, lifetime))
 
-    def _on_node_restarted(self, name: str, node: str, cause: str, frames_lost: int, restarts_left: int) -> None:
+    def _on_node_restarted(self, msg: NodeRestarted) -> None:
         self.node_restarts += 1
-        self.frames_lost += frames_lost
+        self.frames_lost += msg.frames_lost
         log.warning(
             "%s on node %s is started again (%d restart(s) left): %s; %d frames lost",
-            name,
-            node,
-            restarts_left,
-            cause,
-            frames_lost,
+            msg.agent,
+            msg.node,
+            msg.restarts_left,
+            msg.cause,
+            msg.frames_lost,
         )
 
-    def _on_error(self, name: str, message: str) -> None:
-        log.error("%s failed:\n%s", name, message)
-        self.request_stop("error", f"{name}: {last_line(message)}")
+    def _on_error(self, msg: ComponentError) -> None:
+        log.error("%s failed:\n%s", msg.component, msg.traceback)
+        self.request_stop("error", f"{msg.component}: {last_line(msg.traceback)}")
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
@@ -175,13 +189,13 @@ class Runner(Component):
 
     def _request_save(self) -> None:
         for p in range(self.cfg.num_policies):
-            self.send(learner_name(p), "save")
+            self.send(learner_name(p), Save())
 
     def _request_save_best(self) -> None:
         """Offer each learner its policy's average --save_best_metric, once it has trained --save_best_after frames."""
         for p in range(self.cfg.num_policies):
             if self.progress.env_steps[p] >= self.cfg.save_best_after and self.progress.episodes[p]:
-                self.send(learner_name(p), "save_best", self.cfg.save_best_metric, self.progress.avg_reward(p))
+                self.send(learner_name(p), SaveBest(self.cfg.save_best_metric, self.progress.avg_reward(p)))
 
     # TensorBoard -------------------------------------------------------------------------------------
     def _write_train_scalars(self) -> None:

@@ -44,6 +44,7 @@ from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.mailbox import Mailbox
+from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.runner import Runner
@@ -283,14 +284,14 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
         exit_code = 1
         names = (loop.failed or ", ".join(loop.components)) if loop else _process_label(kind, a, b)
         if not link.gone:
-            runner_q.put((RUNNER, "error", names, traceback.format_exc()), timeout=5.0)
+            runner_q.put(encode(RUNNER, ComponentError(names, traceback.format_exc())), timeout=5.0)
     if loop is not None:
         for name, message in loop.stop_components():
             exit_code = 1
             if not link.gone:
-                runner_q.put((RUNNER, "error", name, message), timeout=5.0)
+                runner_q.put(encode(RUNNER, ComponentError(name, message)), timeout=5.0)
         if not link.gone:  # nobody reads the trees of a run whose main process is gone
-            _share_timings(loop, runner_q, kind="profile")
+            _share_timings(loop, runner_q, final=True)
     if recorder is not None:
         recorder.dump(timeline.part_path(cfg.profiling.output_dir, _process_label(kind, a, b)))
     if profile is not None:
@@ -343,19 +344,27 @@ def _seed_sampling(cfg, index: int) -> None:
         torch.manual_seed(cfg.seed * 7919 + 104_729 + index)
 
 
-def _share_timings(loop: EventLoop, runner_q, kind: str = "timing") -> None:
+def _share_timings(loop: EventLoop, runner_q, final: bool = False) -> None:
     """Every component's tree, activity and process resources: periodic snapshots, or the final profile."""
-    res = resources.snapshot().to_dict()
+    res, pid = resources.snapshot().to_dict(), os.getpid()
     for name, tree, activity in loop.profiles():
-        runner_q.put((RUNNER, kind, name, os.getpid(), tree, res, activity), timeout=5.0)
+        if final:
+            msg = FinalProfile(name, pid, tree, res, activity)
+        else:
+            msg = ProfileSnapshot(name, pid, tree, res, activity)
+        runner_q.put(encode(RUNNER, msg), timeout=5.0)
 
 
 def _collect_profiles(runner: Runner, inbox: Mailbox, supervisor: Supervisor, expected: set[str], deadline: float):
     """After stop: take the runner's remaining messages until every live process has sent its trees or the
     deadline passes; return the names of the components whose final trees arrived."""
     final: set[str] = set()
-    handlers = dict(runner.handlers)
-    handlers["profile"] = lambda name, *profile: (final.add(name), runner.on_profile(name, *profile))
+
+    def on_final_profile(msg: FinalProfile) -> None:
+        final.add(msg.component)
+        runner.handlers[FinalProfile](msg)
+
+    handlers = {**runner.handlers, FinalProfile: on_final_profile}
     while time.monotonic() < deadline and not final >= expected:
         if supervisor.all_ended() and inbox.empty():
             break
@@ -363,19 +372,13 @@ def _collect_profiles(runner: Runner, inbox: Mailbox, supervisor: Supervisor, ex
             msgs = inbox.get_many(block=True, timeout=0.1)
         except faster_fifo.Empty:
             continue
-        for _, kind, *payload in map(timeline.unwrap, msgs):
-            if kind in (
-                "profile",
-                "timing",
-                "error",
-                "episodes",
-                "learner_stats",
-                "staleness",
-                "node_stats",
-                "node_restarted",
-            ):
-                try:
-                    handlers[kind](*payload)
-                except StopLoop:
-                    pass
+        for _, msg in msgs:
+            msg = unwrap(msg)
+            handler = handlers.get(type(msg))
+            if handler is None:
+                continue
+            try:
+                handler(msg)
+            except StopLoop:
+                pass
     return final

@@ -27,6 +27,7 @@ from sf.runtime.event_loop import EventLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
+from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
@@ -107,7 +108,7 @@ def _share_timings(loop: EventLoop) -> None:
     res = resources.snapshot().to_dict()
     for name, tree, activity in loop.profiles():
         if name != RUNNER:
-            loop.send(RUNNER, "timing", name, os.getpid(), tree, res, activity)
+            loop.send(RUNNER, ProfileSnapshot(name, os.getpid(), tree, res, activity))
 
 
 def _take_stop_signal(stop_event) -> None:

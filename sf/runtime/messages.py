@@ -1,0 +1,261 @@
+"""Every message the components exchange: one small typed class per kind, and `WIRING`, the one table of who sends
+what to whom and which method of the receiver handles it (Sample Factory's `connect_components`, as data).
+
+A component sends `self.send(dest, Kind(...))`; the receiver's handler gets the message object and reads its fields
+by name. A wrong payload fails where it is built, and a reader sees in one place what travels between components.
+`Component.__init__` binds its handlers from `WIRING` by the component's role, so a new kind is one class here, one
+row in the table and one handler method; tests/test_messages.py checks the table against the components and
+docs/architecture.md (its message table is printed by `python docs/gen_messages.py`).
+
+The classes are NamedTuples: immutable, a field read by name costs what an index does, and a handler gets one
+object instead of an unpacked payload. Pickled as they are, though, each would carry its class's import path and be
+rebuilt through it, several times a plain tuple's round trip; so what crosses a process's queue is the wire form
+`(dest, code, fields)`, builtins only, made by `encode` and read back by `decode` (about 0.2 us each). Every put on
+and get from a run's queues goes through these two.
+
+With `--profiling_timeline=True` the event loop wraps each message in a `Flow` (not a kind: an envelope carrying
+the timeline's flow id); readers outside the loop take the message out with `unwrap`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from sf.utils.roles import Role
+
+BATCHER, INFERENCE, LEARNER, NODE_AGENT, ROLLOUT, RUNNER = (
+    Role.BATCHER,
+    Role.INFERENCE_WORKER,
+    Role.LEARNER,
+    Role.NODE_AGENT,
+    Role.ROLLOUT_WORKER,
+    Role.RUNNER,
+)
+COMPONENT_PROCESSES = (ROLLOUT, INFERENCE, BATCHER, LEARNER)  # what shares a process's loop, minus the runner
+
+
+# sampling -------------------------------------------------------------------------------------------------------
+class PolicyRequest(NamedTuple):
+    """RolloutWorker -> InferenceWorker (the address `policy_p<i>` its policy's workers share): the observations of
+    one split's envs are in the buffers at these slots and steps; compute their actions."""
+
+    worker: int
+    split: int
+    slots: list[int]
+    steps: list[int]
+
+
+class Actions(NamedTuple):
+    """InferenceWorker -> RolloutWorker: actions for these splits of the worker are in the buffers; step them. One
+    message names every split served in one forward pass (a queue put costs more than its bytes)."""
+
+    splits: list[int]
+    policy_id: int
+
+
+class Trajectories(NamedTuple):
+    """RolloutWorker -> Batcher: these slots hold finished trajectories. On a Ray node the NodeAgent takes them in the
+    batcher's place and ships copies; the driver's link writes those into free slots and sends this to the batcher."""
+
+    slots: list[int]
+
+
+class Release(NamedTuple):
+    """Batcher -> RolloutWorker: these slots were copied into a batch (or dropped as too old) and may be filled again.
+    On a Ray node its NodeAgent sends it once the driver has the chunk; the driver's link keeps the batcher's release
+    of a remote worker's slots for the next chunk."""
+
+    slots: list[int]
+
+
+class PolicyVersion(NamedTuple):
+    """Learner -> RolloutWorker, with `--async_rl=False`: the version its envs wait for is published; collect the
+    next batch with it. A NodeAgent holds it back until its node has that version's weights."""
+
+    policy_id: int
+    version: int
+
+
+# training -------------------------------------------------------------------------------------------------------
+class Train(NamedTuple):
+    """Batcher -> Learner: a training batch copied out of the buffers, the env frames collected since the last one
+    and the trajectories dropped for their policy lag."""
+
+    batch: dict
+    new_frames: int
+    dropped: int
+
+
+class LearnerVersion(NamedTuple):
+    """Learner -> Batcher: the version just published, against which the batcher measures trajectories' policy lag."""
+
+    version: int
+
+
+class Save(NamedTuple):
+    """Runner -> Learner: write a checkpoint now (every `--save_every_sec`)."""
+
+
+class SaveBest(NamedTuple):
+    """Runner -> Learner: the policy's average `metric`; keep the weights as the best policy when it beats the best."""
+
+    metric: str
+    value: float
+
+
+# what the runner is told ----------------------------------------------------------------------------------------
+class LearnerStats(NamedTuple):
+    """Learner -> Runner: after each batch (and at start), the frames trained on, the version and the losses."""
+
+    policy_id: int
+    env_steps: int
+    version: int
+    stats: dict
+
+
+class Staleness(NamedTuple):
+    """Learner -> Runner: histograms of the batch's trajectory ages and policy lags, for the progress line and the
+    summary."""
+
+    policy_id: int
+    ages: dict[int, int]
+    lags: dict[int, int]
+
+
+class Episodes(NamedTuple):
+    """RolloutWorker -> Runner: (return, length) of the episodes finished since the last report."""
+
+    policy_id: int
+    episodes: list[tuple[float, int]]
+
+
+class ProfileSnapshot(NamedTuple):
+    """Every component's process (the serial loop for every component but the runner) -> Runner: a component's
+    Timing tree, its process's resources and its work/wait split so far, for the live feed, the series and
+    TensorBoard."""
+
+    component: str
+    pid: int
+    tree: dict
+    resources: dict | None
+    activity: dict | None
+
+
+class FinalProfile(NamedTuple):
+    """Every component process and node agent -> Runner, at exit: the same as `ProfileSnapshot`, final; the runner
+    prints it and writes it into profile.json, and stops waiting for the process once its final trees are in."""
+
+    component: str
+    pid: int
+    tree: dict
+    resources: dict | None
+    activity: dict | None
+
+
+class ComponentError(NamedTuple):
+    """A component process, a node agent or its link -> Runner: `component` failed with this traceback; the run
+    stops with status "error"."""
+
+    component: str
+    traceback: str
+
+
+class NodeStats(NamedTuple):
+    """NodeAgent -> Runner (its link adds the driver's side on the way): the node's transfer counts."""
+
+    agent: str
+    stats: dict
+
+
+class NodeRestarted(NamedTuple):
+    """A NodeAgent's link on the driver -> Runner: the node's agent was lost and is started again."""
+
+    agent: str
+    node: str
+    cause: str
+    frames_lost: int
+    restarts_left: int
+
+
+class ProfilerOutputs(NamedTuple):
+    """NodeAgent -> its link on the driver, at exit: the files its node's processes wrote under the profiling folder
+    (path relative to it -> bytes), for the driver's folder."""
+
+    agent: str
+    files: dict[str, bytes]
+
+
+# the wiring -----------------------------------------------------------------------------------------------------
+class Wire(NamedTuple):
+    """Who sends a kind, who receives it and the receiver's method that handles it."""
+
+    senders: tuple[Role, ...]
+    receiver: Role
+    handler: str
+
+
+WIRING: dict[type, Wire] = {
+    PolicyRequest: Wire((ROLLOUT,), INFERENCE, "_on_request"),
+    Actions: Wire((INFERENCE,), ROLLOUT, "_on_actions"),
+    Trajectories: Wire((ROLLOUT, NODE_AGENT), BATCHER, "_on_trajectories"),
+    Release: Wire((BATCHER, NODE_AGENT), ROLLOUT, "_on_release"),
+    PolicyVersion: Wire((LEARNER,), ROLLOUT, "_on_version"),
+    Train: Wire((BATCHER,), LEARNER, "_on_train"),
+    LearnerVersion: Wire((LEARNER,), BATCHER, "_on_learner_version"),
+    Save: Wire((RUNNER,), LEARNER, "_on_save"),
+    SaveBest: Wire((RUNNER,), LEARNER, "_on_save_best"),
+    LearnerStats: Wire((LEARNER,), RUNNER, "_on_learner_stats"),
+    Staleness: Wire((LEARNER,), RUNNER, "_on_staleness"),
+    Episodes: Wire((ROLLOUT,), RUNNER, "_on_episodes"),
+    ProfileSnapshot: Wire((*COMPONENT_PROCESSES, NODE_AGENT), RUNNER, "_on_snapshot"),
+    FinalProfile: Wire((*COMPONENT_PROCESSES, NODE_AGENT), RUNNER, "_on_final_profile"),
+    ComponentError: Wire((*COMPONENT_PROCESSES, NODE_AGENT), RUNNER, "_on_error"),
+    NodeStats: Wire((NODE_AGENT,), RUNNER, "_on_node_stats"),
+    NodeRestarted: Wire((NODE_AGENT,), RUNNER, "_on_node_restarted"),
+    ProfilerOutputs: Wire((NODE_AGENT,), NODE_AGENT, "_on_profiler_outputs"),
+}
+
+Message = tuple  # an instance of one of WIRING's kinds
+
+
+def handlers_for(receiver: Any) -> dict[type, Any]:
+    """The receiver's handler of every kind WIRING sends to its `role`, by kind."""
+    return {kind: getattr(receiver, wire.handler) for kind, wire in WIRING.items() if wire.receiver is receiver.role}
+
+
+# the timeline's envelope ----------------------------------------------------------------------------------------
+class Flow(NamedTuple):
+    """A message sent by a traced event loop: the flow id links its send and its delivery on the timeline."""
+
+    flow_id: int
+    message: Message
+
+
+def unwrap(msg: Message) -> Message:
+    """The message inside a `Flow`, or the message itself."""
+    return msg.message if type(msg) is Flow else msg
+
+
+# the wire form --------------------------------------------------------------------------------------------------
+KINDS: tuple[type, ...] = (*WIRING, Flow)  # a kind's wire code is its index here
+_CODE = {kind: code for code, kind in enumerate(KINDS)}
+_FLOW = _CODE[Flow]
+_new = tuple.__new__  # a NamedTuple from its fields, without a Python call
+
+
+def encode(dest: str, msg: Message) -> tuple:
+    """What a queue carries for `msg` to `dest`: `(dest, code, fields)`, nothing but builtins to pickle."""
+    kind = type(msg)
+    if kind is not Flow:
+        return dest, _CODE[kind], tuple(msg)
+    inner = msg.message
+    return dest, _FLOW, (msg.flow_id, _CODE[type(inner)], tuple(inner))
+
+
+def decode(wire: tuple) -> tuple[str, Message]:
+    """`(dest, message)` from what `encode` made."""
+    dest, code, fields = wire
+    if code != _FLOW:
+        return dest, _new(KINDS[code], fields)
+    flow_id, code, fields = fields
+    return dest, Flow(flow_id, _new(KINDS[code], fields))
