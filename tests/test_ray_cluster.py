@@ -71,7 +71,7 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
         [
             "--env=CartPole-v1",
             *FAST,
-            "--train_for_env_steps=12000",
+            "--train_for_env_steps=40000",  # the second node's workers start late: long enough for two snapshots
             "--experiment=two",
             f"--train_dir={tmp_path}",
             f"--ray_address={c.address}",
