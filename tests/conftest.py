@@ -50,6 +50,19 @@ def started_pids(lines: list[str]) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in (re.search(r"started (.+?) pid=(\d+)", line) for line in lines) if m}
 
 
+@pytest.fixture(autouse=True)
+def env_registrations_stay_in_their_test():
+    """What a test registers (envs, vector envs) is gone after it: a later test sees the registries as sf fills
+    them (an error message listing registered envs, for one, depends on them)."""
+    from sf.envs import registry
+
+    saved = registry.registry_snapshot()
+    yield
+    registry._REGISTRY.clear()
+    registry._VECTOR_REGISTRY.clear()
+    registry.restore_registry(saved)
+
+
 @pytest.fixture(scope="session")
 def sleepy_run(tmp_path_factory) -> Path:
     """One run of the simulation-bound case (an env that sleeps 1 ms a step), shared by the report and diff tests,

@@ -186,7 +186,7 @@ def test_serial_run_splits_one_process_between_components(tmp_path):
             *FAST,
             "--serial_mode=True",
             "--async_rl=False",
-            "--train_for_env_steps=3000",
+            "--train_for_env_steps=12000",  # a loop of a few seconds: a few ms outside any scope stay under 5 %
             "--experiment=ser",
             f"--train_dir={tmp_path}",
         ],

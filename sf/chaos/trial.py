@@ -23,6 +23,7 @@ OBSERVE_EXTRA_S = 10.0  # how much longer a late run is watched before it counts
 START_TIMEOUT_S = 180.0  # for the fault's target to appear, on a busy machine
 RESUME_TIMEOUT_S = 240.0
 POLL_S = 0.05
+EXIT_GRACE_S = 2.0  # a process of the run may still be exiting (the kernel ending the fork server) as its main ends
 STARTED = re.compile(r"started (.+?) pid=(\d+)")
 RESUMED = re.compile(r"resumed from policy version (\d+)")
 CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pth$")
@@ -305,7 +306,7 @@ def _check_resume(
     expected = "-" if version is None else str(version)
     if result.resumed_from != expected:
         result.problems.append(f"resumed from {result.resumed_from}, expected {expected}")
-    left = session_members(proc.pid)
+    left = _members_after(proc.pid, EXIT_GRACE_S)
     if left:
         result.problems.append(f"the resume left processes: {', '.join(_describe(pid) for pid in left)}")
         _end_session(proc)
@@ -350,6 +351,14 @@ def _shm_names() -> set[str]:
         return set(os.listdir("/dev/shm"))
     except OSError:
         return set()
+
+
+def _members_after(sid: int, grace_s: float) -> list[int]:
+    """The session's live processes once `grace_s` has passed or none is left, whichever comes first."""
+    deadline = time.monotonic() + grace_s
+    while (left := session_members(sid)) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    return left
 
 
 def _shm_left(before: set[str]) -> list[str]:
