@@ -48,7 +48,7 @@ CURVE_SETS = {
     "breakout": CurveSet(
         CURVES / "breakout",
         ROOT / "docs" / "img" / "breakout_learning.png",
-        "atari_breakout, Atari defaults, 2 workers x 8 envs (whole-game score)",
+        "atari_breakout, Atari defaults, whole-game score (sf 2 workers x 8 envs, Sample Factory 2 x 4)",
         (100_000, 200_000, 400_000, 600_000, 800_000, 1_000_000),
     ),
 }
