@@ -275,6 +275,7 @@ def error_output(tmp_path_factory) -> str:
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
         patch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the registrations stay in this fixture
+        patch.setattr(registry, "_VECTOR_REGISTRY", {})  # as in a fresh gymnasium-family process: no EnvPool envs
         register_env("int_box_actions", lambda *args, **kwargs: IntBoxActions())
         with pytest.raises(SystemExit):
             family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--batched_sampling=True", train_dir])

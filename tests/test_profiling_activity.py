@@ -102,7 +102,9 @@ def _check_run(profile: dict, serial: bool) -> None:
         total = (
             sum(a["work_s"] for a in loop_parts) + profile["Runner"]["activity"]["work_s"] + loop_parts[0]["overhead_s"]
         )
-        assert total == pytest.approx(loop_parts[0]["lifetime_s"], rel=0.05)
+        # less what no scope covers: each handler's few lines around its scopes and the scopes' own entry and exit
+        # (a few us a message, several % of a small MLP's loop, where a step's work is itself only tens of us)
+        assert total == pytest.approx(loop_parts[0]["lifetime_s"], rel=0.08)
 
 
 @pytest.fixture(scope="module")
