@@ -71,24 +71,16 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
     actions = random_actions(envs[0].action_spec, 4096, np.random.default_rng(index))
-    frameskip = envs[0].frameskip
-    results.put(("ready", index))
-    if not go.wait(timeout=READY_TIMEOUT_S):
-        return
-    steps, start = 0, time.perf_counter()
-    deadline = start + seconds
+
+    def step_round(steps: int) -> int:
+        for k, env in enumerate(envs):
+            _, _, terminated, truncated, _ = env.step(actions[(steps + k) % len(actions)])
+            if terminated or truncated:
+                env.reset()
+        return len(envs)
+
     try:
-        while True:
-            for _ in range(CHECK_CLOCK_EVERY):
-                for env in envs:
-                    _, _, terminated, truncated, _ = env.step(actions[steps % len(actions)])
-                    steps += 1
-                    if terminated or truncated:
-                        env.reset()
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        results.put(("done", steps * frameskip, now - start))
+        _timed_rounds(step_round, envs[0].frameskip, index, seconds, go, results)
     finally:
         for env in envs:
             env.close()
@@ -101,25 +93,34 @@ def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results
     per_split = max(1, num_envs // cfg.worker_num_splits)
     groups = [np.arange(start, start + per_split, dtype=np.int32) for start in range(0, num_envs, per_split)]
     actions = random_actions(env.action_spec, 4096 + per_split, np.random.default_rng(index))
+
+    def step_round(steps: int) -> int:
+        for k, group in enumerate(groups):
+            at = (steps + k * per_split) % 4096
+            env.step(group, actions[at : at + per_split])
+        return len(groups) * per_split
+
+    try:
+        _timed_rounds(step_round, env.frameskip, index, seconds, go, results)
+    finally:
+        env.close()
+
+
+def _timed_rounds(step_round, frameskip: int, index: int, seconds: float, go, results) -> None:
+    """Say ready, wait for every other process, call `step_round(steps so far)` (it returns the env steps it took)
+    for `seconds`, and report the frames and the time they took."""
     results.put(("ready", index))
     if not go.wait(timeout=READY_TIMEOUT_S):
-        env.close()
         return
     steps, start = 0, time.perf_counter()
     deadline = start + seconds
-    try:
-        while True:
-            for _ in range(CHECK_CLOCK_EVERY):
-                for group in groups:
-                    at = steps % 4096
-                    env.step(group, actions[at : at + per_split])
-                    steps += per_split
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        results.put(("done", steps * env.frameskip, now - start))
-    finally:
-        env.close()
+    while True:
+        for _ in range(CHECK_CLOCK_EVERY):
+            steps += step_round(steps)
+        now = time.perf_counter()
+        if now >= deadline:
+            break
+    results.put(("done", steps * frameskip, now - start))
 
 
 def measure_ceiling(cfg, family: EnvFamily, seconds: float, cores: int | None = None) -> CeilingResult:
