@@ -14,6 +14,7 @@ from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import reported_episode
 from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.setup import EnvInfo, build_model
+from sf.utils.fast_exit import skip_final_collection
 from sf.utils.logging import setup_logging
 
 log = logging.getLogger("sf")
@@ -38,6 +39,7 @@ def merged_cfg(cli_cfg):
 
 
 def enjoy(cli_cfg) -> int:
+    skip_final_collection()
     setup_logging(cli_cfg.log_level)
     cfg = merged_cfg(cli_cfg)
     episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES

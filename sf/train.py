@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sf.cfg.arguments import describe_device, resolve_device
 from sf.utils.errors import ConfigError, error_line
+from sf.utils.fast_exit import skip_final_collection
 
 log = logging.getLogger("sf")
 
@@ -82,6 +83,21 @@ def _log_changes(changed: dict[str, tuple], kept: Path | None) -> None:
 
 def run_rl(cfg) -> int:
     """Check what only the filesystem and the env can tell, then train with the placement the config asks for."""
+    skip_final_collection()
+    if cfg.serial_mode:
+        return _run_rl(cfg)
+    # A parallel run starts its fork server first: the server imports torch and sf while this process does the same
+    from sf.envs.registry import registry_snapshot
+    from sf.runtime import process_start
+
+    process_start.start_server(registry_snapshot(), cfg.force_envs_single_thread)
+    try:
+        return _run_rl(cfg)
+    finally:
+        process_start.discard_server()  # still there only when the run ended before it started a component
+
+
+def _run_rl(cfg) -> int:
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError

@@ -1,6 +1,6 @@
 """Run by test_supervisor as a run's main process would be: a supervisor starts two processes from the fork server, a
 component that stops by itself when the main process dies (it writes `<marker>` then) and one that will be stopped
-with SIGSTOP. Prints one JSON line of pids, then waits to be killed."""
+with SIGSTOP. Prints one JSON line of pids once the component runs (its first heartbeat), then waits to be killed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from sf.runtime.supervisor import Supervisor
 def component(control, marker: str) -> None:
     link = ParentLink(control).start()
     while not control.is_set():
+        control.beat(0)
         time.sleep(0.01)
     Path(marker).write_text(f"stopped, main process gone: {link.gone}")
 
@@ -32,6 +33,8 @@ def main(marker: str) -> None:
     ctx = supervisor.context(["sf.runtime.parent_link"], single_thread=True)
     stopping = supervisor.start("component", ctx.Process(target=component, args=(supervisor.control, marker)), 0)
     stopped = supervisor.start("sleeper", ctx.Process(target=sleeper), 1)
+    while supervisor.control.beats()[0] == 0:  # a component still starting has not started its link yet
+        time.sleep(0.01)
     pids = dict(component=stopping.pid, sleeper=stopped.pid, server=next(iter(process_start.server_pids())))
     print(json.dumps({**pids, "guard": supervisor.guard.pid}), flush=True)
     threading.Event().wait()

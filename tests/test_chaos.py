@@ -12,7 +12,7 @@ from conftest import ROOT
 
 from sf.chaos.faults import FAULTS
 
-SMALL = ("sigkill_main", "sigkill_fork_server", "disk_full", "corrupt_checkpoint")
+SMALL = ("sigkill_main", "disk_full")  # the headline fault, and the one no other default test makes in a parallel run
 LARGE_RUNS = 220  # every fault 22 times
 
 
@@ -39,8 +39,6 @@ def test_a_small_injection_matrix_ends_every_run_cleanly(tmp_path):
     by_fault = {r["fault"]: r for r in records}
     assert by_fault["sigkill_main"]["exit_code"] == -9 and by_fault["sigkill_main"]["status"] is None
     assert by_fault["disk_full"]["error"].startswith("Learner 0: CheckpointError: cannot save checkpoint ")
-    corrupted = by_fault["corrupt_checkpoint"]  # its newest file truncated after the stop: the one before it
-    assert corrupted["resumed_from"] == str(int(corrupted["checkpoint_after"].split("_")[1]))
 
 
 @pytest.mark.slow

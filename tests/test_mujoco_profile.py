@@ -53,6 +53,7 @@ def _cumulative_times(stats: pstats.Stats) -> dict[tuple[str, str], float]:
     return found
 
 
+@pytest.mark.slow  # the default suite profiles a serial CartPole run the same way (test_profiling_python)
 def test_cprofile_of_serial_run_shows_env_inference_and_learner(tmp_path):
     prof = tmp_path / "out.prof"
     cmd = [

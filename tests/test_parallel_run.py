@@ -96,6 +96,7 @@ def _interrupt_running(
     return proc, "".join(lines) + rest, took, pids
 
 
+@pytest.mark.slow  # the default suite kills a rollout worker holding every lock (below), a stricter case
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_killed_rollout_worker_ends_the_run(tmp_path, shm_before, backend):
     proc, out, took, pids = _interrupt_running(

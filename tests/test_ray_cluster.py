@@ -65,6 +65,7 @@ def _slot_bytes() -> int:
     return sum(t[0].numel() * t.element_size() for t in buffers.all_tensors())
 
 
+@pytest.mark.slow  # 30 s with the cluster's start: the Ray backend is tested under make test-slow
 def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, shm_before):
     c, head, second = cluster
     result = run_sf(

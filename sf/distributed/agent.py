@@ -121,7 +121,8 @@ class NodeAgent:
         """Create this node's buffers, stores and queues, start its processes; return the node, their pids and
         what `reap` needs to clean up should this actor die."""
         from sf.cfg.arguments import resolve_device
-        from sf.runtime.runner_parallel import QUEUE_BYTES, STOP_SIGNALS, start_component_process
+        from sf.runtime.process_start import STOP_SIGNALS
+        from sf.runtime.runner_parallel import QUEUE_BYTES, start_component_process
         from sf.utils.logging import setup_logging
 
         spec, cfg = self.spec, self.spec.cfg

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import signal
 import threading
@@ -33,6 +34,7 @@ from sf.utils.process_settings import thread_limits
 log = logging.getLogger("sf")
 
 STOP_TIMEOUT_S = 5.0
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # blocked in the server and so in every component it forks
 BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel", "sf.runtime.kernel_warmup")
 SERVER_LINK = "sf.runtime.fork_server_link"
 
@@ -49,18 +51,32 @@ def preload_modules(registry: RegistrySnapshot) -> list[str]:
 
 
 def component_context(preload: list[str], single_thread: bool) -> BaseContext:
-    """The context to start component processes from: the fork server, running, or spawn where there is none.
-    Call with SIGINT and SIGTERM blocked: the server keeps the mask it starts with and hands it to its children.
+    """The context to start component processes from: the fork server, running, or spawn where there is none. The
+    server is started with SIGINT and SIGTERM blocked, a mask it hands to every child it forks.
 
-    Started from the main thread, the server dies with this process (`sf.runtime.fork_server_link`, imported last)."""
+    Started from the main thread, the server dies with this process (`sf.runtime.fork_server_link`, imported first,
+    so that a server this process no longer needs does not finish its imports)."""
     if not forkserver_available():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     linked = threading.current_thread() is threading.main_thread()
-    ctx.set_forkserver_preload([*preload, SERVER_LINK] if linked else preload)
-    with thread_limits(single_thread), _main_pid_variable(linked):
-        multiprocessing.forkserver.ensure_running()
+    ctx.set_forkserver_preload([SERVER_LINK, *preload] if linked else preload)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        multiprocessing.resource_tracker.ensure_running()  # starting the tracker unblocks SIGINT and SIGTERM again
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        with thread_limits(single_thread), _main_pid_variable(linked):
+            multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return ctx
+
+
+def start_server(registry: RegistrySnapshot, single_thread: bool) -> None:
+    """Start the fork server before this process imports torch and probes the env: the server's own imports (torch,
+    sf, the env modules; 2-3 s of one core) then run beside this process's set-up instead of after it, and the
+    components start as soon as the runner asks (`component_context` finds the server running)."""
+    component_context(preload_modules(registry), single_thread)
 
 
 @contextmanager
@@ -82,6 +98,17 @@ def server_pids() -> set[int]:
     """The fork server's pid while it runs (for cleanups of left-behind processes to spare)."""
     pid = getattr(_server(), "_forkserver_pid", None)
     return {pid} if pid is not None else set()
+
+
+def discard_server() -> None:
+    """End a server that started no component (the run ended before it started them), at once: a stop would wait for
+    the server to finish importing torch."""
+    for pid in server_pids():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    stop_server()
 
 
 def stop_server(timeout_s: float = STOP_TIMEOUT_S) -> None:

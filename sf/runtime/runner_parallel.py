@@ -48,6 +48,7 @@ from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
+from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
 from sf.runtime.shared_flags import Heartbeat
@@ -68,7 +69,6 @@ QUEUE_BYTES = 4 * 1024 * 1024
 CRASH_GRACE_S = 3.0  # after a component died: the run must end within seconds, whatever the others do
 EXIT_WAIT_S = 2.0  # a process that has sent its final trees only has to exit
 WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid calls
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def run_parallel(

@@ -29,6 +29,7 @@ from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.policy_store import LocalPolicyStore
+from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
 from sf.runtime.setup import EnvInfo, build_buffers, build_model
@@ -37,7 +38,6 @@ from sf.utils.roles import RUNNER, policy_queue_name
 
 log = logging.getLogger("sf")
 
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 SIGNAL_CHECK_S = 0.2
 ENVS_STARTED_S = 1.0  # the first tick of this timer comes once every component started (and its envs)
 

@@ -12,8 +12,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import torch
-
 from sf.utils.allocator import keep_freed_memory
 
 log = logging.getLogger("sf")
@@ -69,6 +67,8 @@ def apply_process_settings(cfg, kind: str, index: int) -> None:
     kind: "rollout", "inference" or "learner" for a component process of a parallel run, "serial" for the single
     process of a serial run (which takes no priority or pinning: it is the user's own process).
     """
+    import torch  # here: `thread_limits` is used before torch is imported, to start the fork server beside it
+
     torch.set_num_threads(learner_threads(cfg) if kind == "learner" else 1)
     if cfg.keep_freed_memory:
         keep_freed_memory()
