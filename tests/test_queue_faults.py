@@ -27,7 +27,7 @@ def test_a_writer_killed_inside_a_large_put_never_hands_over_half_a_message():
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     stats = json.loads(out.strip().splitlines()[-1])
-    assert stats["not_whole"] == 0 and stats["read"] > 0
+    assert stats["not_whole"] == 0 and stats["read"] >= TRIALS  # each trial reads its first message whole, then more
     assert stats["killed_inside_put"] >= 3  # deaths that left a size header without its payload behind the lock
     assert stats["longest_wait_s"] < 0.5  # every get of the main thread returned on time, dead writer or not
     assert stats["slowest_death_s"] < 1.0

@@ -54,9 +54,14 @@ def whole(data: bytes) -> bool:
     return data[HEADER.size :] == bytes([seq % 251]) * length
 
 
-def write_forever(queue: faster_fifo.Queue, puts) -> None:
+def write_forever(queue: faster_fifo.Queue, puts, first_read) -> None:
+    """Put one message and wait until the reader has it (so that every trial reads a whole message, however the
+    threads are scheduled: a writer back inside its next put holds the lock the reader needs), then put forever."""
     ready = [message(seq) for seq in range(VARIANTS)]  # built once: the writer spends its time inside put
-    seq = 0
+    queue.put(ready[0], timeout=30.0)
+    puts.value = 1
+    first_read.wait(30.0)
+    seq = 1
     while True:
         queue.put(ready[seq % VARIANTS], timeout=30.0)
         seq += 1
@@ -77,7 +82,8 @@ def trial(index: int, supervisor: Supervisor, rng: random.Random, stats: dict) -
     label = f"writer_{index}"
     ctx = mp.get_context("fork")
     puts = ctx.RawValue("q", 0)
-    writer = supervisor.start(label, ctx.Process(target=write_forever, args=(queue, puts)))
+    first_read = ctx.Event()
+    writer = supervisor.start(label, ctx.Process(target=write_forever, args=(queue, puts, first_read)))
 
     def take(deadline: float) -> bool:
         """Read for up to GET_TIMEOUT_S; True once a message came."""
@@ -92,8 +98,11 @@ def trial(index: int, supervisor: Supervisor, rng: random.Random, stats: dict) -
         return bool(msgs)
 
     deadline = time.monotonic() + 30.0
-    while puts.value == 0:
-        assert time.monotonic() < deadline, "the writer never wrote"
+    while not take(deadline):
+        assert time.monotonic() < deadline, "the writer's first message never came"
+    first_read.set()
+    while puts.value < 2:  # back to putting: the kill lands inside one of its next puts
+        assert time.monotonic() < deadline, "the writer stopped writing"
     time.sleep(rng.uniform(0.0, KILL_WITHIN_S))
     os.kill(writer.pid, signal.SIGKILL)
     killed = time.monotonic()
