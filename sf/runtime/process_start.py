@@ -10,8 +10,8 @@ the profiler's wrapper script (`sf.profiling.launch`).
 The server's environment is what its children inherit, not the runner's at each start: it is started with the math
 libraries' thread variables set to 1 when `--force_envs_single_thread` asks for that (every component process sets
 torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner blocks them for its components. It
-dies with the process that started it (`sf.runtime.fork_server_link`). The supervisor (`sf.runtime.supervisor`) is the
-one user of this module.
+dies with the process that started it (`sf.runtime.fork_server_link`). `run_rl` starts it before anything else
+(`start_server`); the supervisor (`sf.runtime.supervisor`) starts every component from it.
 """
 
 from __future__ import annotations
