@@ -133,13 +133,9 @@ class NodeAgent:
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
         self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec)
         self.stop_event = self.supervisor.control
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            # first, as on the driver's node: the fork server imports torch and sf once while this process builds
-            # the node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
-            start_ctx = self.supervisor.context(process_start.preload_modules(spec.envs), cfg.force_envs_single_thread)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        # first, as on the driver's node: the fork server imports torch and sf once while this process builds the
+        # node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
+        start_ctx = self.supervisor.context(process_start.preload_modules(spec.envs), cfg.force_envs_single_thread)
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
         layout = replace(
