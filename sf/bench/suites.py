@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -86,6 +87,35 @@ SUITES: dict[str, Suite] = {
             "--train_for_env_steps=250000",
         ),
     ),
+    # the profiling guide's VizDoom command (deathmatch in sf, Sample Factory's own battle scenario in Sample Factory,
+    # so the two FPS figures are each framework's own, not a like-for-like pair) at 16 workers; on a GPU machine
+    # add `-- --device=gpu`, as the device of every suite is pinned to the CPU
+    "doom_benchmark": Suite(
+        (
+            "--env=doom_benchmark",
+            "--env_frameskip=4",
+            "--use_rnn=True",
+            "--num_workers=16",
+            "--num_envs_per_worker=16",
+            "--num_policies=1",
+            "--num_epochs=1",
+            "--rollout=32",
+            "--recurrence=32",
+            "--batch_size=2048",
+            "--benchmark=True",
+            "--decorrelate_envs_on_one_worker=False",
+            "--res_w=128",
+            "--res_h=72",
+            "--wide_aspect_ratio=True",
+            "--policy_workers_per_policy=1",
+            "--worker_num_splits=2",
+            "--batched_sampling=False",
+            "--serial_mode=False",
+            "--async_rl=True",
+            "--device=cpu",
+            "--train_for_env_steps=1000000",
+        ),
+    ),
     # Breakout with the Atari examples' own defaults (4 epochs of 4 x 256 samples per 1024, synchronous), two
     # workers of 4 envs in two splits: Sample Factory's synchronous mode needs one round of every env's rollout
     # (2 x 4 x 128) to be a whole number of 1024-sample iterations
@@ -128,6 +158,7 @@ class Result:
     bare_env_rates: list[float] = field(default_factory=list)  # one before each repeat: the machine's speed drifts
     ceiling_fps: list[float] = field(default_factory=list)  # every core stepping the suite's envs, frames/s
     precision: dict | None = None  # what sf's image encoder computed in, and why (its run's summary.json)
+    machine: dict = field(default_factory=dict)  # the CPU model, its cores and the GPU the figures belong to
 
     @property
     def bare_env_steps_per_s(self) -> float | None:
@@ -197,9 +228,22 @@ def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
     return rate
 
 
+def describe_machine() -> dict:
+    """The CPU model, the core count and the GPU torch sees (None without one): which figures belong together."""
+    import torch
+
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines()
+    models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": models[0] if models else platform.processor(), "cores": os.cpu_count(), "gpu": gpu}
+
+
 def run_suite(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     result = Result(args.suite, f"python -m {suite.module} {' '.join(suite.flags + tuple(args.extra))}")
+    result.machine = describe_machine()
+    print(f"machine: {result.machine['cpu']}, {result.machine['cores']} cores, GPU {result.machine['gpu']}", flush=True)
     repo = Path(__file__).resolve().parents[2]
     sf_cwd = Path(args.sample_factory_cwd or tempfile.gettempdir())
     for i in range(args.repeats):
