@@ -1,5 +1,5 @@
 """The env mode of `python -m sf.benchmark`: the ceiling's arithmetic, the sampling-only runtime switch, and the
-table / benchmark.json / chart of one tiny CartPole layout end to end."""
+table / benchmark.json / chart of one tiny CartPole layout end to end; the suites' commands and machine."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from conftest import run_sf
 
 from sf.bench.ceiling import ceiling_processes, measure_ceiling, random_actions
 from sf.bench.cli import main
+from sf.bench.env_command import resolve
 from sf.bench.runs import parse_verdict
+from sf.bench.suites import SUITES, describe_machine
 from sf.cfg.arguments import default_cfg
 from sf.envs import register_env
 from sf.envs.families import EnvFamily, family_of
@@ -218,3 +221,18 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path, capsys, flags, names
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and names in err[0]
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["cartpole", "doom", "doom_benchmark"])
+def test_suites_are_training_commands_their_family_accepts(name):
+    """A suite flag the family does not know would fail only minutes into a comparison, on whichever machine."""
+    suite = SUITES[name]
+    family, cfg = resolve(list(suite.flags))
+    assert cfg.env == suite.env and cfg.benchmark
+    assert family.train_module == suite.module
+
+
+def test_suite_results_name_their_machine():
+    machine = describe_machine()
+    assert machine["cores"] == os.cpu_count() and machine["cpu"]
+    assert ("gpu" in machine) and (machine["gpu"] is None) == (not torch.cuda.is_available())
