@@ -1,6 +1,7 @@
 """The supervisor's own guarantees, each on a small stand-in for a run: the stop flag and heartbeats survive any
 death, a component that stops beating is named and ended, and when the main process dies its components stop by
-themselves, the fork server goes at once and the guard ends what could not stop."""
+themselves, the fork server goes at once and the guard ends what could not stop; a detached guard outlives its
+process killed together with its children, as Ray kills a node agent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import psutil
 from conftest import ROOT, alive
 
 from sf.runtime.guard import GRACE_S
@@ -130,3 +133,37 @@ def test_when_the_main_process_dies_everything_of_its_run_ends_within_seconds(tm
     assert ended["server"] < 1.0  # killed by the kernel with the main process
     assert ended["component"] < 2.0 and marker.read_text() == "stopped, main process gone: True"
     assert GRACE_S <= ended["sleeper"] < GRACE_S + 2.0 and ended["guard"] < GRACE_S + 2.0
+
+
+OWNER = """
+import sys, threading
+from pathlib import Path
+from sf.runtime.guard import Guard
+Path(sys.argv[1]).touch()
+guard = Guard(detached=True)
+guard.own([sys.argv[1]])
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_with_its_children():
+    """As Ray ends a node agent: the process and every child of it killed at once. The detached guard is no child
+    of it, so it survives to unlink the names it was handed."""
+    owned = f"/dev/shm/sf_guard_test_{os.getpid()}"
+    main = subprocess.Popen([sys.executable, "-c", OWNER, owned], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert main.stdout.readline().strip() == "ready"
+        children = psutil.Process(main.pid).children(recursive=True)
+        assert not any("sf.runtime.guard" in " ".join(child.cmdline()) for child in children)
+        for proc in [psutil.Process(main.pid), *children]:
+            proc.kill()
+        main.wait()
+        died = time.monotonic()
+        while os.path.exists(owned) and time.monotonic() - died < 5:
+            time.sleep(0.02)
+        assert not os.path.exists(owned)
+        assert time.monotonic() - died < 1.0
+    finally:
+        main.kill()
+        Path(owned).unlink(missing_ok=True)

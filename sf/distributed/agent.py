@@ -131,7 +131,7 @@ class NodeAgent:
         self.started_at, self.started_wall = time.monotonic(), time.time()
         ctx = mp.get_context("spawn")
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
-        self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec)
+        self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec, detached_guard=True)
         self.stop_event = self.supervisor.control
         # first, as on the driver's node: the fork server imports torch and sf once while this process builds the
         # node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
@@ -149,6 +149,7 @@ class NodeAgent:
             for p in range(cfg.num_policies)
         ]
         self.semaphores = named_semaphores(os.getpid())
+        self.supervisor.guard.own(self.semaphores)
         for update in weights:
             self._apply(update)
         self.inbox = faster_fifo.Queue(QUEUE_BYTES)

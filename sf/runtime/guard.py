@@ -5,12 +5,14 @@ queue lock a dead process left taken) or stopped (SIGSTOP) cannot, and a serial 
 that the process driving them is gone. The supervisor starts this guard first, with a pipe on its stdin that only the
 main process holds, and tells it each process it starts (`watch <pid> <start time>`; `follow` and `unfollow`
 around a serial run's start, while it follows every child the main process has). End of file without `done`
-means the main process died: the guard gives the watched processes `GRACE_S` to end, then kills those still there
-and the followed ones (env engines, which never notice) with every process below them, and unlinks the /dev/shm
-files they held that nobody else holds.
+means the main process died: the guard first unlinks the names the main process handed over (`own <path>`), then
+gives the watched processes `GRACE_S` to end, kills those still there and the followed ones (env engines, which never
+notice) with every process below them, and unlinks the /dev/shm files they held that nobody else holds.
 
-Run as `python -m sf.runtime.guard <main pid>`: it imports nothing heavy, and ignores SIGINT and SIGTERM, which a
-signal to the whole process group also sends it (the main process then ends the run in order and says `done`).
+Run as `python -m sf.runtime.guard <main pid>`: it imports nothing heavy, and runs in a session of its own, so that
+a signal to the run's process group does not reach it: Ctrl-C lets the main process end the run in order and say
+`done`, and a SIGKILL of the whole group (Ray ends an actor so, with everything it started) leaves the guard to clean
+up. It ignores SIGINT and SIGTERM all the same.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from sf.runtime.orphans import child_pids, descendants, describe, running, shm_files, start_time, unlink_unused
 
@@ -32,13 +35,19 @@ FOLLOW_S = 0.1  # how often the children of the main process are looked for whil
 class Guard:
     """The main process's handle on the guard."""
 
-    def __init__(self):
+    def __init__(self, detached: bool = False):
+        """`detached`: the guard forks itself away at once, so that it is not this process's child. A Ray node agent
+        needs that: Ray ends an actor by killing it and its children together, so a guard that is a child dies with
+        the agent, before it can remove what the agent left."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sf.runtime.guard", str(os.getpid())],
+            [sys.executable, "-m", "sf.runtime.guard", str(os.getpid()), *(["--detached"] if detached else [])],
             stdin=subprocess.PIPE,
             text=True,
             close_fds=True,
+            start_new_session=True,
         )
+        if detached:
+            self.proc.wait()  # the launcher exits once it has forked the guard, which keeps the pipe
 
     @property
     def pid(self) -> int:
@@ -51,6 +60,13 @@ class Guard:
         """While on, the guard watches every child this process starts, as it appears (a serial run's env engines,
         started inside the loop's first steps, before this process could name them)."""
         self._say("follow" if following else "unfollow")
+
+    def own(self, paths: list[str]) -> None:
+        """/dev/shm names only this process's resource tracker would remove, which the guard unlinks the moment
+        this process dies. A Ray node agent needs it: Ray kills an actor together with its children (the resource
+        tracker among them), so no process that held them is left to remove them."""
+        for path in paths:
+            self._say(f"own {path}")
 
     def done(self) -> None:
         """The run ended in order: the guard leaves without touching anything."""
@@ -91,11 +107,14 @@ def end_left_behind(
     return names
 
 
-def main(main_pid: int) -> None:
+def main(main_pid: int, detached: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if detached and os.fork() > 0:
+        os._exit(0)
     watched: dict[int, int | None] = {}
     followed: dict[int, int | None] = {}
+    owned: list[str] = []
     following = False  # while the main process starts its envs, every child it has is followed as it appears
     pending = b""
     while True:
@@ -115,7 +134,11 @@ def main(main_pid: int) -> None:
                 return
             if word == "watch":
                 watched[int(args[0])] = None if args[1] == "None" else int(args[1])
+            if word == "own":
+                owned.append(args[0])
             following = {"follow": True, "unfollow": False}.get(word, following)
+    for path in owned:  # the run is over: no process opens these again, and those open stay usable
+        Path(path).unlink(missing_ok=True)
     ended = end_left_behind(watched, followed)
     if ended:
         print(
@@ -126,4 +149,4 @@ def main(main_pid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), detached="--detached" in sys.argv[2:])

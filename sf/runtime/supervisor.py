@@ -71,8 +71,8 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0):
-        self.guard = Guard()
+    def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0, detached_guard: bool = False):
+        self.guard = Guard(detached_guard)
         self.control = RunControl(mp.get_context("spawn"), num_slots)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.children: dict[str, Child] = {}
