@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids
 
@@ -187,6 +188,36 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     assert summary["status"] == "error" and "env exploded on purpose" in summary["error"]
     assert time.monotonic() - started < 60
     assert all(not alive(pid) for pid in started_pids(out.splitlines()).values())
+    assert not shm_leaked(shm_before)
+
+
+def test_a_worker_waiting_on_a_dead_engine_is_ended_within_seconds_naming_the_engine(tmp_path, shm_before):
+    """An env engine killed while its worker is inside a call that never returns: the run ends long before the
+    heartbeat timeout, and its error names the engine."""
+    proc = _start(
+        ["--env=engine_cartpole", *FAST, "--train_for_env_steps=100000000", "--experiment=engine",
+         f"--train_dir={tmp_path}", "--heartbeat_timeout_sec=60"],
+        script=str(ROOT / "tests" / "engine_env.py"),
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        pids = started_pids(lines)
+        engine = psutil.Process(pids["RolloutWorker_w0"]).children()[0]
+        engine.kill()
+        killed = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    summary = json.loads((tmp_path / "engine" / "summary.json").read_text())
+    assert summary["status"] == "error" and f"env engine sleep (pid {engine.pid}) died" in summary["error"], summary[
+        "error"
+    ]
+    assert "RolloutWorker_w0" in summary["error"]
+    assert took < 5, took
+    assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 
 

@@ -40,6 +40,7 @@ from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
 from sf.runtime.checkpoint import Loaded
+from sf.runtime.engine_watch import EngineWatch
 from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
@@ -270,6 +271,9 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     loop = profile = None
     recorder = None
     exit_code = 0
+    watch = EngineWatch(heartbeat, partial(_report, runner_q, link, _process_label(kind, a, b)))
+    if kind == "rollout":
+        watch.start()
     try:
         loop = _build_process(kind, a, b, shared)
         loop.every(HEARTBEAT_S, heartbeat.beat)
@@ -286,13 +290,12 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     except Exception:
         exit_code = 1
         names = (loop.failed or ", ".join(loop.components)) if loop else _process_label(kind, a, b)
-        if not link.gone:
-            runner_q.put(encode(RUNNER, ComponentError(names, traceback.format_exc())), timeout=5.0)
+        _report(runner_q, link, names, traceback.format_exc())
+    watch.disarm()
     if loop is not None:
         for name, message in loop.stop_components():
             exit_code = 1
-            if not link.gone:
-                runner_q.put(encode(RUNNER, ComponentError(name, message)), timeout=5.0)
+            _report(runner_q, link, name, message)
         if not link.gone:  # nobody reads the trees of a run whose main process is gone
             _share_timings(loop, runner_q, final=True)
     if recorder is not None:
@@ -300,6 +303,12 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     if profile is not None:
         profile.end()
     os._exit(exit_code)
+
+
+def _report(runner_q, link: ParentLink, name: str, message: str) -> None:
+    """A component's error, to the runner; nobody reads it once the main process is gone."""
+    if not link.gone:
+        runner_q.put(encode(RUNNER, ComponentError(name, message)), timeout=5.0)
 
 
 def _build_process(kind: str, a: int, b: int | None, shared: dict):

@@ -71,6 +71,7 @@ class Heartbeat:
         self.control = control
         self.slot = slot
         self._running = threading.Event()
+        self.last_beat = time.monotonic()  # of the loop's last beat (the start thread's beats do not count)
         control.beat(slot)
         threading.Thread(
             target=self._starting, args=(period_s, time.monotonic() + start_limit_s), name="sf-start-beat", daemon=True
@@ -80,6 +81,11 @@ class Heartbeat:
         while not self._running.wait(period_s) and time.monotonic() < deadline:
             self.control.beat(self.slot)
 
+    @property
+    def loop_running(self) -> bool:
+        return self._running.is_set()
+
     def beat(self) -> None:
         self._running.set()
+        self.last_beat = time.monotonic()
         self.control.beat(self.slot)
