@@ -42,6 +42,27 @@ class Suite:
         return self.train_module or family_of(self.env).train_module
 
 
+# the Doom suites' APPO settings: Sample Factory's VizDoom benchmark command, less its layout and length
+DOOM_APPO = (
+    "--env_frameskip=4",
+    "--use_rnn=True",
+    "--num_policies=1",
+    "--num_epochs=1",
+    "--rollout=32",
+    "--recurrence=32",
+    "--benchmark=True",
+    "--decorrelate_envs_on_one_worker=False",
+    "--res_w=128",
+    "--res_h=72",
+    "--wide_aspect_ratio=True",
+    "--policy_workers_per_policy=1",
+    "--worker_num_splits=2",
+    "--batched_sampling=False",
+    "--serial_mode=False",
+    "--async_rl=True",
+    "--device=cpu",
+)
+
 SUITES: dict[str, Suite] = {
     "cartpole": Suite(
         (
@@ -64,26 +85,10 @@ SUITES: dict[str, Suite] = {
     "doom": Suite(
         (
             "--env=doom_defend_the_center",
-            "--env_frameskip=4",
-            "--use_rnn=True",
             "--num_workers=4",
             "--num_envs_per_worker=8",
-            "--num_policies=1",
-            "--num_epochs=1",
-            "--rollout=32",
-            "--recurrence=32",
             "--batch_size=1024",
-            "--benchmark=True",
-            "--decorrelate_envs_on_one_worker=False",
-            "--res_w=128",
-            "--res_h=72",
-            "--wide_aspect_ratio=True",
-            "--policy_workers_per_policy=1",
-            "--worker_num_splits=2",
-            "--batched_sampling=False",
-            "--serial_mode=False",
-            "--async_rl=True",
-            "--device=cpu",
+            *DOOM_APPO,
             "--train_for_env_steps=250000",
         ),
     ),
@@ -93,26 +98,10 @@ SUITES: dict[str, Suite] = {
     "doom_benchmark": Suite(
         (
             "--env=doom_benchmark",
-            "--env_frameskip=4",
-            "--use_rnn=True",
             "--num_workers=16",
             "--num_envs_per_worker=16",
-            "--num_policies=1",
-            "--num_epochs=1",
-            "--rollout=32",
-            "--recurrence=32",
             "--batch_size=2048",
-            "--benchmark=True",
-            "--decorrelate_envs_on_one_worker=False",
-            "--res_w=128",
-            "--res_h=72",
-            "--wide_aspect_ratio=True",
-            "--policy_workers_per_policy=1",
-            "--worker_num_splits=2",
-            "--batched_sampling=False",
-            "--serial_mode=False",
-            "--async_rl=True",
-            "--device=cpu",
+            *DOOM_APPO,
             "--train_for_env_steps=1000000",
         ),
     ),
