@@ -50,6 +50,15 @@ def test_an_inference_process_that_limits_the_rate_gets_three_priced_moves():
     assert moves[0].limit == "RolloutWorker" and "(as with --worker_num_splits=1)" in moves[1].why
 
 
+def test_inference_of_a_model_with_an_image_encoder_is_not_advised_into_the_rollout_workers():
+    """The same loads with a conv encoder: each worker's forward on its own few envs costs more per sample than one
+    batched forward, which the model cannot price (measured slower on the Doom suite), so that move is left out."""
+    config = {**CONFIG, "precision_in_use": {"used": "fp32", "image_encoder": True}}
+    exp = experiment({"one_step": node(1.9, send_messages=node(0.9)), "wait_requests": node(0.1)}, {"train": node(0.4)},
+                     config)  # fmt: skip
+    assert [m.flag for m in advise(exp).moves] == ["--policy_workers_per_policy", "--num_envs_per_worker"]
+
+
 def test_a_learner_that_limits_the_rate_gets_fewer_epochs_and_larger_batches_priced():
     """Learner busy 0.9 of its 2 s: train 1.6 s (clip 0.2 inside), after_optimizer 0.2 s. Half the epochs halve train:
     1.8 s of work becomes 1.0, 0.5, and the rollout workers (0.5) share the limit: +80 %. Twice the batch runs clip and

@@ -9,7 +9,9 @@ groups' busy fractions and CPU demand, and the frame rate scales with B / B'.
 - `--num_envs_per_worker`: twice the envs per message, so per-message work (communication) halves in every group;
 - `--policy_workers_per_policy`: the inference processes' busy time spread over more of them;
 - `--inference_placement`: inference moved into the rollout processes (its messages gone), or out of them into one
-  batching process (the messages it adds not counted: an upper bound);
+  batching process (the messages it adds not counted: an upper bound). Not proposed into the rollout processes for a
+  model with an image encoder: each worker would run the conv forward on its own few envs, a cost per sample the
+  model cannot price, and on the Doom suite that move measured 5-11 % slower (docs/performance.md, section 9);
 - `--batch_size`: the learner's per-step work (`clip`, `after_optimizer`) runs half as often;
 - `--num_epochs`: the learner's `train` scope halves (this changes the algorithm, and the advice says so);
 - `--serial_mode=False`: a serial run split into the parallel layout's processes.
@@ -211,7 +213,8 @@ def _placement(loads: list[ProcessLoad], cores: int | None, now: float, cfg: dic
     """Inference into the rollout processes (no messages per step), or out of them (one batched process)."""
     rollout = next((g for g in loads if g.label == "RolloutWorker"), None)
     apart = next((g for g in loads if g.label == "InferenceWorker"), None)
-    if rollout is not None and apart is not None:
+    image_encoder = (cfg.get("precision_in_use") or {}).get("image_encoder", False)
+    if rollout is not None and apart is not None and not image_encoder:
         moved = apart.busy.get("inference", 0.0) * apart.count / rollout.count
         cpu = None
         if rollout.cpu is not None and apart.cpu is not None and apart.demand > 0:

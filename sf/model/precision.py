@@ -45,6 +45,7 @@ class PrecisionChoice:
     used: str  # fp32 or bf16: the image encoder's arithmetic (float32 where the model has no image encoder)
     amx: bool  # this CPU has AMX tiles
     reason: str
+    image_encoder: bool = True  # the model has a conv encoder (what the layout advice needs to know too)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +59,9 @@ def choose_precision(requested: str, device_type: str, image_encoder: bool = Tru
     amx = device_type == "cpu" and amx_available()
     hardware = f"{device_type} device" if device_type != "cpu" else ("AMX found" if amx else "no AMX")
     if not image_encoder:
-        return PrecisionChoice(requested, "fp32", amx, "no image encoder: the network is float32 throughout")
+        return PrecisionChoice(
+            requested, "fp32", amx, "no image encoder: the network is float32 throughout", image_encoder=False
+        )
     used = resolve_precision(requested, device_type)
     if requested == "auto":
         reason = f"auto; {hardware}; bfloat16 only with --precision=bf16"
