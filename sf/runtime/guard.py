@@ -10,9 +10,8 @@ gives the watched processes `GRACE_S` to end, kills those still there and the fo
 notice) with every process below them, and unlinks the /dev/shm files they held that nobody else holds.
 
 Run as `python -m sf.runtime.guard <main pid>`: it imports nothing heavy, and runs in a session of its own, so that
-a signal to the run's process group does not reach it: Ctrl-C lets the main process end the run in order and say
-`done`, and a SIGKILL of the whole group (Ray ends an actor so, with everything it started) leaves the guard to clean
-up. It ignores SIGINT and SIGTERM all the same.
+a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and say
+`done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ class Guard:
     def __init__(self, detached: bool = False):
         """`detached`: the guard forks itself away at once, so that it is not this process's child. A Ray node agent
         needs that: Ray ends an actor by killing it and its children together, so a guard that is a child dies with
-        the agent, before it can remove what the agent left."""
+        the agent, before it can remove what the agent left. `pid` is then the launcher's, gone at once."""
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sf.runtime.guard", str(os.getpid()), *(["--detached"] if detached else [])],
             stdin=subprocess.PIPE,
