@@ -221,8 +221,7 @@ def describe_machine() -> dict:
     """The CPU model, the core count and the GPU torch sees (None without one): which figures belong together."""
     import torch
 
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines()
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
     models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": models[0] if models else platform.processor(), "cores": os.cpu_count(), "gpu": gpu}
