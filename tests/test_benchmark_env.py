@@ -16,8 +16,10 @@ from conftest import run_sf
 from sf.bench.ceiling import ceiling_processes, measure_ceiling, random_actions
 from sf.bench.cli import main
 from sf.bench.env_command import resolve
-from sf.bench.runs import parse_verdict
+from sf.bench.env_mode import EnvBenchmark, Phase
+from sf.bench.runs import LearnerCore, parse_verdict
 from sf.bench.suites import SUITES, describe_machine
+from sf.bench.table import format_table
 from sf.cfg.arguments import default_cfg
 from sf.envs import register_env
 from sf.envs.families import EnvFamily, family_of
@@ -134,6 +136,48 @@ def test_family_of_env_names():
 )
 def test_parse_verdict(text, kind):
     assert parse_verdict(text) == kind
+
+
+def _report(fps, **cpu_by_role):
+    return {"fps": fps, "components": [{"name": r, "role": r, "cpu": c} for r, c in cpu_by_role.items()]}
+
+
+def test_learner_on_a_core_of_its_own_is_the_window_fps_over_its_cores():
+    learner = LearnerCore.of(_report(17_000.0, Learner=0.85, InferenceWorker=0.4))
+    assert learner.cores == pytest.approx(0.85) and learner.fps_alone == pytest.approx(20_000.0)
+    # a learner that already had a whole core (or more: several threads) is at its bound
+    assert LearnerCore.of(_report(9_000.0, Learner=1.3)).fps_alone == pytest.approx(9_000.0)
+    assert LearnerCore.of(_report(9_000.0, InferenceWorker=0.5)) is None  # no learner (sampling only)
+    assert LearnerCore.of(_report(9_000.0, Learner=None)) is None  # no CPU figure
+    assert LearnerCore.of(_report(0.0, Learner=0.5)) is None and LearnerCore.of(None) is None
+
+
+def test_table_states_the_learner_bound_beside_the_ceiling():
+    bench = EnvBenchmark("CartPole-v1", _LAYOUT, "cpu", 10.0, 2, "now", 1.0, ceiling_processes=2)
+    bench.phases = [
+        Phase("ceiling", 100_000.0, None, 1.0, None, "ok"),
+        Phase("sampling", 50_000.0, 45_000.0, 0.5, "simulation", "ok"),
+        Phase("training", 17_000.0, 15_000.0, 0.17, "learner", "ok", learner_cores=0.85, learner_alone_fps=20_000.0),
+    ]
+    notes = [line for line in format_table(bench).splitlines() if line.startswith("learner:")]
+    assert notes == [
+        "learner: 0.85 of a core in the steady window; on a core of its own, doing the same work per frame, at most "
+        "20,000 FPS (20 % of the ceiling)"
+    ]
+    bench.phases[2] = Phase("training", 17_000.0, 15_000.0, 0.17, "learner", "failed")
+    assert not [line for line in format_table(bench).splitlines() if line.startswith("learner:")]
+
+
+_LAYOUT = {
+    "num_workers": 2,
+    "num_envs_per_worker": 16,
+    "worker_num_splits": 2,
+    "policy_workers_per_policy": 1,
+    "inference_placement": "rollout_worker",
+    "batched_sampling": False,
+    "serial_mode": False,
+    "async_rl": True,
+}
 
 
 def test_sampling_only_counts_frames_and_never_trains(tmp_path):

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from sf.bench.ceiling import measure_ceiling
 from sf.bench.runs import (
+    LearnerCore,
     RunResult,
-    profile_verdict,
+    profile_report,
     resolved_inference_placement,
     resolved_precision,
     run_training,
+    verdict_of,
 )
 from sf.envs.families import EnvFamily
 
@@ -47,6 +49,10 @@ class Phase:
     status: str
     command: str | None = None
     experiment_dir: str | None = None
+    # training on a CPU with one learner thread: the cores its process used in the report's window, and the FPS the
+    # run would reach with the learner on a core of its own (`sf.bench.runs.LearnerCore`)
+    learner_cores: float | None = None
+    learner_alone_fps: float | None = None
 
 
 @dataclass
@@ -79,6 +85,12 @@ def layout_of(cfg) -> dict:
         "async_rl",
     )
     return {key: getattr(cfg, key) for key in keys}
+
+
+def one_learner_thread(cfg) -> bool:
+    """A parallel, asynchronous run on the CPU: its learner computes on one thread (`learner_threads`), so one core
+    is the most it can use."""
+    return cfg.device == "cpu" and not cfg.serial_mode and cfg.async_rl
 
 
 def run_phase(
@@ -127,7 +139,8 @@ def run_env_benchmark(
     for name in ("sampling", "training"):
         log(f"{PHASE_TITLES[name]} ...")
         run = run_phase(name, family, flags, bench_dir, phase_s, stop_given)
-        verdict = profile_verdict(run.experiment_dir) if run.ok else None
+        report = profile_report(run.experiment_dir) if run.ok else None
+        learner = LearnerCore.of(report) if name == "training" and one_learner_thread(cfg) else None
         placement = resolved_inference_placement(run.experiment_dir) if run.ok else None
         if placement is not None:
             result.layout["inference_placement"] = placement
@@ -139,10 +152,12 @@ def run_env_benchmark(
                 fps,
                 run.fps if run.ok else None,
                 fps / ceiling.fps if ceiling.fps > 0 else None,
-                verdict,
+                verdict_of(report),
                 "ok" if run.ok else run.status,
                 run.command,
                 run.experiment_dir,
+                learner.cores if learner else None,
+                learner.fps_alone if learner else None,
             )
         )
     result.load_avg_end = os.getloadavg()[0]

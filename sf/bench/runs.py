@@ -174,31 +174,65 @@ def resolved_precision(experiment_dir: str | Path) -> dict | None:
     return json.loads(config.read_text()).get("precision_in_use") if config.exists() else None
 
 
-def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> str | None:
-    """The bottleneck kind ("simulation", ...) that `python -m sf.profile report --json` names, or None when the
-    report is not available or names none."""
+def profile_report(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> dict | None:
+    """What `python -m sf.profile report --json` says of a run, or None when the report is not available."""
     cmd = [sys.executable, "-m", "sf.profile", "report", str(experiment_dir), "--json"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if proc.returncode != 0:
-        return None
-    return parse_verdict(proc.stdout)
+    return load_report(proc.stdout) if proc.returncode == 0 else None
 
 
-def parse_verdict(report_json: str) -> str | None:
-    """The kind named by the report's "verdict" field: a string such as "learner-bound", or an object with "kind"."""
+def load_report(report_json: str) -> dict | None:
+    """The report's JSON object from its output (which may start with log lines), or None."""
     start = report_json.find("{")
     if start < 0:
         return None
     try:
-        verdict = json.loads(report_json[start:]).get("verdict")
-    except (json.JSONDecodeError, AttributeError):
+        report = json.loads(report_json[start:])
+    except json.JSONDecodeError:
         return None
+    return report if isinstance(report, dict) else None
+
+
+def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> str | None:
+    """The bottleneck kind ("simulation", ...) that the profile report names, or None when it names none."""
+    return verdict_of(profile_report(experiment_dir, timeout))
+
+
+def parse_verdict(report_json: str) -> str | None:
+    """The kind named by the report's "verdict" field: a string such as "learner-bound", or an object with "kind"."""
+    return verdict_of(load_report(report_json))
+
+
+def verdict_of(report: dict | None) -> str | None:
+    verdict = report.get("verdict") if report else None
     if isinstance(verdict, dict):
         verdict = verdict.get("kind") or verdict.get("verdict")
     if not isinstance(verdict, str):
         return None
     kind = verdict.strip().lower().removeprefix("verdict:").strip().removesuffix("-bound")
     return kind if kind in KINDS else None
+
+
+@dataclass(frozen=True)
+class LearnerCore:
+    """How fast a run could go with its one-thread learner on a core of its own: the report window's FPS over the
+    cores the learner's process used in that window. A learner sharing its core with collection runs on part of
+    one; its arithmetic per frame stays, so this is the most a faster collection or a quieter machine can give
+    while the learner does the same work."""
+
+    cores: float
+    fps: float  # the window's FPS
+    fps_alone: float  # fps / cores: on a whole core
+
+    @classmethod
+    def of(cls, report: dict | None) -> LearnerCore | None:
+        if not report or not report.get("fps"):
+            return None
+        cores = [c.get("cpu") for c in report.get("components", []) if c.get("role") == "Learner"]
+        if not cores or any(not isinstance(c, (int, float)) or c <= 0 for c in cores):
+            return None
+        busiest = min(max(cores), 1.0)
+        return cls(busiest, float(report["fps"]), float(report["fps"]) / busiest)

@@ -51,9 +51,25 @@ def format_table(bench: EnvBenchmark) -> str:
     )
     notes = [
         f"ceiling: the layout's envs stepped by {bench.ceiling_processes} processes (every core), nothing else",
+        *_learner_notes(bench),
         f"precision: {describe_precision(bench.precision)}",
     ]
     return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:], *notes])
+
+
+def _learner_notes(bench: EnvBenchmark) -> list[str]:
+    """What a learner on a core of its own would allow: the bound a learner-bound training row stands under."""
+    ceiling = next((p.fps for p in bench.phases if p.name == "ceiling"), 0.0)
+    notes = []
+    for phase in bench.phases:
+        if phase.learner_alone_fps is None or phase.status != "ok":
+            continue
+        share = f" ({100 * phase.learner_alone_fps / ceiling:.0f} % of the ceiling)" if ceiling > 0 else ""
+        notes.append(
+            f"learner: {phase.learner_cores:.2f} of a core in the steady window; on a core of its own, doing the same "
+            f"work per frame, at most {phase.learner_alone_fps:,.0f} FPS{share}"
+        )
+    return notes
 
 
 def describe_precision(precision: dict | None) -> str:
