@@ -12,8 +12,9 @@ import torch
 from sf.cfg.arguments import load_cfg_json, resolve_device
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import reported_episode
+from sf.envs.spaces import EnvInfo
 from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.setup import EnvInfo, build_model
+from sf.runtime.setup import build_model
 from sf.utils.fast_exit import skip_final_collection
 from sf.utils.logging import setup_logging
 

@@ -26,6 +26,7 @@ BREAKOUT = (
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # about 20 minutes on 2 cores, beyond the suite's default of 600 s
 def test_breakout_reaches_10_in_1m_frames(tmp_path):
     result = run_sf(
         [*BREAKOUT, f"--train_dir={tmp_path}", "--experiment=breakout"],

@@ -42,6 +42,7 @@ def test_a_small_injection_matrix_ends_every_run_cleanly(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)  # 220 runs of several seconds each: far beyond the suite's default of 600 s
 def test_the_large_injection_matrix_over_cartpole_and_vizdoom(tmp_path):
     pytest.importorskip("vizdoom")
     records = _matrix(tmp_path, LARGE_RUNS, "cartpole,doom", tuple(FAULTS), timeout_s=4 * 3600)

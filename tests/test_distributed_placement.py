@@ -113,3 +113,33 @@ def test_a_chunk_leaves_full_or_when_its_oldest_trajectory_has_waited():
     assert _agent_with_waiting({0: 3}, waited_s=0.06)._due()[0] == [0]
     assert _agent_with_waiting({0: 1}, waited_s=0.0, chunk_wait_s=0.0)._due()[0] == [0]  # 0: every one at once
     assert _agent_with_waiting({0: 0}, waited_s=1.0)._due() == ([], 0.05)  # nothing waiting
+
+
+def test_a_node_agent_reaches_its_start_without_importing_torch(tmp_path):
+    """What a node's Ray worker loads before the agent's `start` runs (the class by reference, its spec by value)
+    leaves torch out, so that the agent's fork server, started first in `start`, imports torch beside the agent
+    rather than after it."""
+    import subprocess
+    import sys
+
+    import ray.cloudpickle
+
+    from sf.distributed.agent import AgentSpec, NodeAgent
+    from sf.distributed.transfer import portable_registry
+    from sf.envs.families import family_of
+    from sf.envs.registry import registry_snapshot
+    from sf.runtime.setup import probe_env
+
+    cfg = _cfg()
+    family_of(cfg.env).register_envs(cfg.env)
+    spec = AgentSpec("NodeAgent_1", (0,), (), cfg, probe_env(cfg), portable_registry(registry_snapshot()), "x")
+    (tmp_path / "actor.pkl").write_bytes(ray.cloudpickle.dumps((NodeAgent, spec)))
+    code = (
+        "import sys, ray.cloudpickle; "
+        f"cls, spec = ray.cloudpickle.loads(open({str(tmp_path / 'actor.pkl')!r}, 'rb').read()); "
+        "assert cls.__name__ == 'NodeAgent' and spec.env_info.frameskip == 1; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

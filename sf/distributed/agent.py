@@ -35,11 +35,11 @@ import ray
 from sf.distributed.cluster import NodeInfo, this_node
 from sf.distributed.transfer import Chunk, Reply, WeightsUpdate, nbytes, pack
 from sf.envs.registry import RegistrySnapshot, restore_registry
+from sf.envs.spaces import EnvInfo
 from sf.profiling import resources
 from sf.profiling.activity import activity_of
 from sf.profiling.live_feed import snapshot_interval
 from sf.runtime import process_start
-from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
 from sf.runtime.messages import (
     ComponentError,
     FinalProfile,
@@ -55,8 +55,6 @@ from sf.runtime.messages import (
     unwrap,
 )
 from sf.runtime.orphans import named_semaphores
-from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.setup import EnvInfo, build_model, precision_choice
 from sf.runtime.supervisor import Supervisor
 from sf.utils.roles import (
     RUNNER,
@@ -120,9 +118,15 @@ class NodeAgent:
     def start(self, weights: list[WeightsUpdate]) -> tuple[NodeInfo, dict[str, int], Remains]:
         """Create this node's buffers, stores and queues, start its processes; return the node, their pids and
         what `reap` needs to clean up should this actor die."""
+        # the fork server first: it imports torch and sf while this process does (nothing this actor has imported so
+        # far pulls torch in), as on the driver's node, instead of after it
+        process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
+        from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
+        from sf.runtime.policy_store import SharedPolicyStore
         from sf.runtime.process_start import STOP_SIGNALS
         from sf.runtime.runner_parallel import QUEUE_BYTES, start_component_process
+        from sf.runtime.setup import build_model, precision_choice
         from sf.utils.logging import setup_logging
 
         spec, cfg = self.spec, self.spec.cfg
@@ -133,8 +137,7 @@ class NodeAgent:
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
         self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec, detached_guard=True)
         self.stop_event = self.supervisor.control
-        # first, as on the driver's node: the fork server imports torch and sf once while this process builds the
-        # node's buffers and stores (a spawned process would import them again, about 2 s of CPU each)
+        # the server started above (a spawned process would import torch and sf again, about 2 s of CPU each)
         start_ctx = self.supervisor.context(process_start.preload_modules(spec.envs), cfg.force_envs_single_thread)
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
@@ -144,6 +147,7 @@ class NodeAgent:
             first_worker=spec.workers[0],
         )
         self.buffers = TrajectoryBuffers(layout, shared=True)
+        self.chunk_cap = max(1, trajectories_per_batch(cfg))
         self.stores = [
             SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), self.stop_event)
             for p in range(cfg.num_policies)
@@ -233,7 +237,6 @@ class NodeAgent:
         self.unacked: dict[int, list[int]] = {}
         self.deferred: list[tuple[str, Message]] = []
         self.seq = 0
-        self.chunk_cap = max(1, trajectories_per_batch(cfg))
         timers = [
             [time.monotonic() + snapshot_interval(cfg), snapshot_interval(cfg), lambda: self._share_tree(final=False)],
         ]

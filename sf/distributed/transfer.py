@@ -7,15 +7,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 import ray.cloudpickle
 
 from sf.envs.registry import RegistrySnapshot
-from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.messages import Message
+
+if TYPE_CHECKING:  # the buffers' module imports torch, which a node agent's process must not wait for at its start
+    from sf.runtime.buffers import TrajectoryBuffers
 
 OBS_PREFIX = "obs/"
 

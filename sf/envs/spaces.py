@@ -41,6 +41,17 @@ class ActionSpec:
         return sum(self.discrete_sizes) + self.continuous_dim
 
 
+@dataclass(frozen=True)
+class EnvInfo:
+    """What a probe of the env tells every placement (and, with `--backend=ray`, every node): its spaces, the reward
+    scale and the frameskip that env frames are counted with."""
+
+    obs_spec: ObsSpec
+    action_spec: ActionSpec
+    reward_scale: float
+    frameskip: int
+
+
 def _unsupported(space: Any, role: str, where: str, supported: str) -> UnsupportedSpaceError:
     at = f" at {where!r}" if where else ""
     return UnsupportedSpaceError(

@@ -35,6 +35,7 @@ import torch
 import torch.multiprocessing  # noqa: F401  (shares tensors with spawned processes by file descriptor)
 
 from sf.envs.registry import registry_snapshot, restore_registry
+from sf.envs.spaces import EnvInfo
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
@@ -51,7 +52,7 @@ from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.runner import Runner
-from sf.runtime.setup import EnvInfo, build_buffers, build_model, resolve_inference_placement
+from sf.runtime.setup import build_buffers, build_model, resolve_inference_placement
 from sf.runtime.shared_flags import Heartbeat
 from sf.runtime.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
 from sf.utils.process_settings import apply_process_settings, thread_limits

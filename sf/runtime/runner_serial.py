@@ -17,6 +17,7 @@ from pathlib import Path
 # run's clock (the parallel runner's learner process pays it while the other processes start)
 import torch._dynamo  # noqa: F401
 
+from sf.envs.spaces import EnvInfo
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
@@ -32,7 +33,7 @@ from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
-from sf.runtime.setup import EnvInfo, build_buffers, build_model
+from sf.runtime.setup import build_buffers, build_model
 from sf.runtime.supervisor import Supervisor
 from sf.utils.roles import RUNNER, policy_queue_name
 

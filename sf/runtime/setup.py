@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.registry import create_vector_env
-from sf.envs.spaces import ActionSpec
+from sf.envs.spaces import EnvInfo
 from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
 from sf.model.precision import PrecisionChoice, choose_precision
 from sf.runtime.buffers import TrajectoryBuffers, make_layout
 from sf.utils.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class EnvInfo:
-    obs_spec: dict
-    action_spec: ActionSpec
-    reward_scale: float
-    frameskip: int
 
 
 def probe_env(cfg) -> EnvInfo:
