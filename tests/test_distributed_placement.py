@@ -127,12 +127,13 @@ def test_a_node_agent_reaches_its_start_without_importing_torch(tmp_path):
     from sf.distributed.agent import AgentSpec, NodeAgent
     from sf.distributed.transfer import portable_registry
     from sf.envs.families import family_of
-    from sf.envs.registry import registry_snapshot
+    from sf.envs.registry import RegistrySnapshot, registry_snapshot
     from sf.runtime.setup import probe_env
 
     cfg = _cfg()
     family_of(cfg.env).register_envs(cfg.env)
-    spec = AgentSpec("NodeAgent_1", (0,), (), cfg, probe_env(cfg), portable_registry(registry_snapshot()), "x")
+    envs = RegistrySnapshot({cfg.env: registry_snapshot().envs[cfg.env]}, {})  # not what other tests registered
+    spec = AgentSpec("NodeAgent_1", (0,), (), cfg, probe_env(cfg), portable_registry(envs), "x")
     (tmp_path / "actor.pkl").write_bytes(ray.cloudpickle.dumps((NodeAgent, spec)))
     code = (
         "import sys, ray.cloudpickle; "

@@ -223,9 +223,8 @@ class LearnerCore:
     one; its arithmetic per frame stays, so this is the most a faster collection or a quieter machine can give
     while the learner does the same work."""
 
-    cores: float
-    fps: float  # the window's FPS
-    fps_alone: float  # fps / cores: on a whole core
+    cores: float  # of the busiest learner's process, at most 1
+    fps_alone: float  # the window's FPS over `cores`
 
     @classmethod
     def of(cls, report: dict | None) -> LearnerCore | None:
@@ -235,4 +234,4 @@ class LearnerCore:
         if not cores or any(not isinstance(c, (int, float)) or c <= 0 for c in cores):
             return None
         busiest = min(max(cores), 1.0)
-        return cls(busiest, float(report["fps"]), float(report["fps"]) / busiest)
+        return cls(busiest, float(report["fps"]) / busiest)
