@@ -4,8 +4,11 @@ its FPS over the mean of its two neighbours, which cancels a machine whose load 
 nodes (trajectory bytes per env frame and weight bytes per update as the node agent counted them, and with
 `--hosts=netns` the bytes the link itself carried), and where the CPU went (`--cpu`).
 
-    python -m sf.bench.ray_cluster [--suite doom] [--rounds 1] [--frames 60000] [--hosts loopback] [--cpu] [--keep DIR]
+    python -m sf.bench.ray_cluster [--suite doom] [--rounds 1] [--frames N] [--hosts loopback] [--cpu] [--keep DIR]
         [--out results.json]
+
+`--frames` defaults to the suite's own length (CartPole 1M frames, Doom 250k), so that a share is the suite's: a
+shorter run weighs the second node's start-up more.
 
 `--hosts=loopback`: both nodes on the loopback interface (Ray's `cluster_utils`), each with its own object store.
 `--hosts=netns`: two hosts that are real to Ray: two network namespaces made here, joined by a veth pair that
@@ -328,7 +331,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="doom", choices=sorted(SUITES))
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--frames", type=int, default=60_000)
+    parser.add_argument("--frames", type=int, default=None, help="env frames of each run (default: the suite's)")
     parser.add_argument("--hosts", default="loopback", choices=("loopback", "netns"))
     parser.add_argument("--link_rate", default="1gbit", help="--hosts=netns: the pair's rate each way (tc syntax)")
     parser.add_argument("--link_delay", default="0.2ms", help="--hosts=netns: the pair's delay each way (tc syntax)")
@@ -346,7 +349,7 @@ def main() -> int:
         cluster = LoopbackCluster(workers)
     print(f"cluster: {args.hosts} ({cluster.link}), head at {cluster.address}", flush=True)
     try:
-        frames = [f"--train_for_env_steps={args.frames}"]
+        frames = [f"--train_for_env_steps={args.frames}"] if args.frames else []
         remote = [
             *frames,
             "--backend=ray",

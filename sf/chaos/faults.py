@@ -38,6 +38,7 @@ FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault("sigkill_main", MAIN, (-signal.SIGKILL,), None),
+        Fault("sigkill_group", MAIN, (-signal.SIGKILL,), None),  # `kill -9 -<pgid>`: every process of the run at once
         Fault("sigkill_fork_server", FORK_SERVER, (1,), "error", r"^the fork server \(pid \d+\) died$"),
         Fault("sigkill_learner", LEARNER, (1,), "error", r"^{target} exited with code -9 \(SIGKILL\)$"),
         Fault("sigkill_inference", INFERENCE, (1,), "error", r"^{target} exited with code -9 \(SIGKILL\)$"),
@@ -78,6 +79,8 @@ def inject(fault: Fault, pid: int) -> None:
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (DISK_LIMIT_BYTES, DISK_LIMIT_BYTES))
     elif fault.name in ("sigterm_main", "corrupt_checkpoint"):
         os.kill(pid, signal.SIGTERM)
+    elif fault.name == "sigkill_group":
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
     elif fault.name == "sigstop_component":
         os.kill(pid, signal.SIGSTOP)
     else:

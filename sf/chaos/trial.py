@@ -214,14 +214,21 @@ def _pid_of(name: str, worker: str, pids: dict[str, int], main_pid: int) -> int 
 
 
 def _watch_end(proc: subprocess.Popen, watch_s: float, since: float) -> tuple[float | None, list[str]]:
-    """(seconds from `since` until the main process and every process of its session were gone, or None; the
-    processes still there at the end of the watch)."""
+    """(seconds from `since` until the main process, every process of its session and its guard, which runs in a
+    session of its own and cleans up last, were gone, or None; the processes still there at the end of the watch)."""
     deadline = since + watch_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None and not session_members(proc.pid):
+        if proc.poll() is not None and not _run_processes(proc.pid):
             return time.monotonic() - since, []
         time.sleep(POLL_S)
-    return None, [_describe(pid) for pid in session_members(proc.pid)]
+    return None, [_describe(pid) for pid in _run_processes(proc.pid)]
+
+
+def _run_processes(main_pid: int) -> list[int]:
+    """The live processes of the run whose main process (and session leader) is `main_pid`, its guard included."""
+    guard = f"sf.runtime.guard\0{main_pid}\0".encode()
+    guards = [int(p.name) for p in Path("/proc").glob("[0-9]*") if guard in _cmdline(int(p.name))]
+    return [*session_members(main_pid), *guards]
 
 
 def _end_session(proc: subprocess.Popen) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
 class IdentityCore(nn.Module):
@@ -66,33 +65,21 @@ class RnnCore(nn.Module):
     def forward_seq(self, x: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
         """x [N, T, F] from state h0 [N, S]; dones[:, t] == 1 zeroes the state before step t+1. Returns [N, T, H].
 
-        Without resets inside the window this is one RNN call over the whole batch. With resets, every row is
-        cut into episode fragments that run as one packed batch, each from zeros except a row's first fragment,
-        which starts from h0: still a single RNN call, never a Python loop over steps.
+        The window is cut before every step at which some row starts afresh; each piece is one RNN call over all
+        rows, from the state the previous piece left with the reset rows zeroed. Without resets that is a single
+        call. Packed episode fragments would do the same arithmetic in one call, but on the CPU their backward
+        pass is two to three times slower than the unpacked one (docs/performance.md, section 20).
         """
-        resets = dones[:, :-1] != 0
-        if not bool(resets.any()):
-            return self.rnn(x, self._unflatten(h0))[0]
-        return self._forward_fragments(x, h0, resets)
-
-    def _forward_fragments(self, x: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor) -> torch.Tensor:
         n, t = x.shape[:2]
-        starts = torch.ones(n, t, dtype=torch.bool, device=x.device)
-        starts[:, 1:] = resets
-        starts = starts.reshape(-1)
-        fragment = starts.cumsum(0) - 1  # fragment id of every step, in row-major order
-        begin = starts.nonzero().squeeze(1)  # flat index of each fragment's first step
-        position = torch.arange(n * t, device=x.device) - begin[fragment]
-        lengths = torch.diff(begin, append=begin.new_tensor([n * t])).cpu()  # fragments never cross rows
-
-        padded = x.new_zeros(begin.numel(), int(lengths.max()), x.shape[2])
-        padded = padded.index_put((fragment, position), x.reshape(n * t, -1))
-        first_of_row = (begin % t == 0).unsqueeze(1).to(h0.dtype)
-        h_fragments = h0.index_select(0, begin // t) * first_of_row
-
-        packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = pad_packed_sequence(self.rnn(packed, self._unflatten(h_fragments))[0], batch_first=True)
-        return out[fragment, position].view(n, t, -1)
+        cuts = ((dones[:, :-1] != 0).any(0).nonzero().squeeze(1) + 1).tolist()
+        state, pieces = self._unflatten(h0), []
+        for begin, end in zip([0, *cuts], [*cuts, t]):
+            if begin > 0:
+                keep = (1.0 - dones[:, begin - 1]).to(x.dtype).view(1, n, 1)
+                state = tuple(s * keep for s in state) if self.is_lstm else state * keep
+            out, state = self.rnn(x[:, begin:end], state)
+            pieces.append(out)
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
 
 
 def create_core(cfg, input_size: int) -> IdentityCore | RnnCore:

@@ -7,7 +7,9 @@ main process holds, and tells it each process it starts (`watch <pid> <start tim
 around a serial run's start, while it follows every child the main process has). End of file without `done`
 means the main process died: the guard first unlinks the names the main process handed over (`own <path>`), then
 gives the watched processes `GRACE_S` to end, kills those still there and the followed ones (env engines, which never
-notice) with every process below them, and unlinks the /dev/shm files they held that nobody else holds.
+notice) with every process below them, and unlinks the /dev/shm files they held that nobody else holds, and those
+made since the guard started that nobody holds (the files of processes that died with the main process, as all do
+under `kill -9 -<pgid>`: the rule of the supervisor's end-of-run check).
 
 Run as `python -m sf.runtime.guard <main pid>`: it imports nothing heavy, and runs in a session of its own, so that
 a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and say
@@ -24,7 +26,18 @@ import sys
 import time
 from pathlib import Path
 
-from sf.runtime.orphans import child_pids, descendants, describe, running, shm_files, start_time, unlink_unused
+from sf.runtime.orphans import (
+    SHM_SETTLE_S,
+    child_pids,
+    descendants,
+    describe,
+    left_since,
+    running,
+    shm_entries,
+    shm_files,
+    start_time,
+    unlink_unused,
+)
 
 GRACE_S = 3.0
 POLL_S = 0.1
@@ -62,8 +75,8 @@ class Guard:
 
     def own(self, paths: list[str]) -> None:
         """/dev/shm names only this process's resource tracker would remove, which the guard unlinks the moment
-        this process dies. A Ray node agent needs it: Ray kills an actor together with its children (the resource
-        tracker among them), so no process that held them is left to remove them."""
+        this process dies: its named semaphores. The tracker can die with this process: a SIGKILL to the whole
+        process group takes it along, and Ray kills a node agent together with its children."""
         for path in paths:
             self._say(f"own {path}")
 
@@ -111,6 +124,7 @@ def main(main_pid: int, detached: bool = False) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if detached and os.fork() > 0:
         os._exit(0)
+    shm_before = shm_entries()  # before the run made any: what is new at its death is the run's or nobody's
     watched: dict[int, int | None] = {}
     followed: dict[int, int | None] = {}
     owned: list[str] = []
@@ -136,9 +150,14 @@ def main(main_pid: int, detached: bool = False) -> None:
             if word == "own":
                 owned.append(args[0])
             following = {"follow": True, "unfollow": False}.get(word, following)
+    died = time.monotonic()
     for path in owned:  # the run is over: no process opens these again, and those open stay usable
         Path(path).unlink(missing_ok=True)
     ended = end_left_behind(watched, followed)
+    # files of processes dead before the guard could look at them (every process of the run killed at once): any
+    # made since the start that nobody holds, once the youngest of the run's is past the settle time
+    time.sleep(max(0.0, died + SHM_SETTLE_S - time.monotonic()))
+    unlink_unused(left_since(shm_before))
     if ended:
         print(
             f"sf: the main process (pid {main_pid}) died; ended {len(ended)} process(es) it left: {', '.join(ended)}",

@@ -13,11 +13,14 @@ import ctypes
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 log = logging.getLogger("sf")
 
 _PR_SET_CHILD_SUBREAPER = 36
+SHM_DIR = Path("/dev/shm")
+SHM_SETTLE_S = 1.0  # a /dev/shm file younger than this may be on its way to being mapped by its creator
 
 
 def adopt_orphans(enable: bool = True) -> bool:
@@ -111,6 +114,30 @@ def end_orphans(keep: set[int]) -> list[int]:
         "ended %d process(es) left behind by components that did not stop cleanly: %s", len(ended), ", ".join(names)
     )
     return ended
+
+
+def shm_entries() -> set[str]:
+    """The names in /dev/shm now: what a run compares against at its end to find the files it made."""
+    try:
+        return set(os.listdir(SHM_DIR))
+    except OSError:
+        return set()
+
+
+def left_since(before: set[str]) -> set[str]:
+    """/dev/shm files made since `before` was taken that may be a dead process's: not semaphores (mapped under
+    another name, so `unlink_unused` cannot tell whether one is in use) and older than `SHM_SETTLE_S`."""
+    young = time.time() - SHM_SETTLE_S
+    return {
+        str(SHM_DIR / name) for name in shm_entries() - before if not name.startswith("sem.") and _mtime(name) < young
+    }
+
+
+def _mtime(name: str) -> float:
+    try:
+        return (SHM_DIR / name).stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def unlink_unused(paths: set[str]) -> list[str]:

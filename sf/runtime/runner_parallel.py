@@ -48,6 +48,7 @@ from sf.runtime.experiment import Experiment
 from sf.runtime.inference_worker import compile_policy_kernel
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
+from sf.runtime.orphans import named_semaphores
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
@@ -110,6 +111,9 @@ def run_parallel(
         SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
         for p in range(cfg.num_policies)
     ]
+    # the stores' locks are named semaphores that only this process's resource tracker would unlink: a SIGKILL to the
+    # whole process group (`kill -9 -<pgid>`) takes the tracker too, so the guard, in a session of its own, does
+    supervisor.guard.own(named_semaphores(os.getpid()))
     for p, loaded in resume.items():  # every rollout worker acts with the resumed weights from its first step
         stores[p].publish_state(loaded.state["model"], loaded.state["version"])
     del model

@@ -28,12 +28,21 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
-from pathlib import Path
 from typing import Any
 
 from sf.runtime import process_start
 from sf.runtime.guard import Guard
-from sf.runtime.orphans import adopt_orphans, child_pids, describe, end_orphans, running, start_time, unlink_unused
+from sf.runtime.orphans import (
+    adopt_orphans,
+    child_pids,
+    describe,
+    end_orphans,
+    left_since,
+    running,
+    shm_entries,
+    start_time,
+    unlink_unused,
+)
 from sf.runtime.shared_flags import RunControl
 
 log = logging.getLogger("sf")
@@ -42,8 +51,6 @@ HEARTBEAT_S = 0.5  # how often a component's loop bumps its counter
 START_LIMIT_S = 60.0  # how long a starting component is not asked for loop beats (`sf.runtime.shared_flags.Heartbeat`)
 STALL_S = 2.0  # a gap this long between two polls means this process itself was stopped: heartbeats start afresh
 REAP_POLL_S = 0.02
-SHM_DIR = Path("/dev/shm")
-SHM_SETTLE_S = 1.0  # a /dev/shm file younger than this may be on its way to being mapped by its creator
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class Supervisor:
         self.keep: set[int] = set()
         self.server: tuple[int, int | None] | None = None
         self.server_failed = False
-        self.shm_before = _shm_entries()
+        self.shm_before = shm_entries()
         self._beats = self.control.beats()
         self._last_poll: float | None = None
         self._following = False
@@ -241,13 +248,7 @@ class Supervisor:
         names = [describe(pid) for pid in left]
         if left:
             end_orphans(self.keep | process_start.server_pids())
-        young = time.time() - SHM_SETTLE_S
-        candidates = {
-            str(SHM_DIR / name)
-            for name in _shm_entries() - self.shm_before
-            if not name.startswith("sem.") and _mtime(SHM_DIR / name) < young
-        }
-        removed = unlink_unused(candidates)
+        removed = unlink_unused(left_since(self.shm_before))
         if names or removed:
             log.warning(
                 "end-of-run check: %d process(es) and %d /dev/shm file(s) of the run were left: %s",
@@ -256,20 +257,6 @@ class Supervisor:
                 ", ".join(names + removed),
             )
         return names, removed
-
-
-def _shm_entries() -> set[str]:
-    try:
-        return set(os.listdir(SHM_DIR))
-    except OSError:
-        return set()
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return float("inf")
 
 
 def _signal_name(code: int | str) -> str:
