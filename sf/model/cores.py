@@ -75,7 +75,7 @@ class RnnCore(nn.Module):
         state, pieces = self._unflatten(h0), []
         for begin, end in zip([0, *cuts], [*cuts, t]):
             if begin > 0:
-                keep = (1.0 - dones[:, begin - 1]).to(x.dtype).view(1, n, 1)
+                keep = (1.0 - dones[:, begin - 1]).to(h0.dtype).view(1, n, 1)
                 state = tuple(s * keep for s in state) if self.is_lstm else state * keep
             out, state = self.rnn(x[:, begin:end], state)
             pieces.append(out)
