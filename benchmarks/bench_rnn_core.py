@@ -2,7 +2,7 @@
 steps (a 1,024-sample batch at `--recurrence=32`), a GRU of 512, at the CartPole (64 features in) and Doom (512)
 shapes, with episode resets at several rates, against the same pass without resets (one RNN call: the floor).
 
-    python benchmarks/bench_rnn_core.py [--repeats 5]
+    python benchmarks/bench_rnn_core.py
     pytest benchmarks/bench_rnn_core.py --benchmark-enable
 
 A reset cuts the window for every row at that step (`forward_seq`), so the ratio to the floor grows with the number
@@ -11,12 +11,11 @@ of distinct steps at which some row resets, not with the number of resets.
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Callable
 
 import pytest
 import torch
+from bench_small_model import best_us
 
 from sf.model.cores import RnnCore
 
@@ -47,26 +46,13 @@ def test_rnn_core(benchmark, shape: str, reset_rate: float):
     benchmark(train_pass(FEATURES[shape], reset_rate))
 
 
-def _best_ms(step: Callable[[], None], repeats: int) -> float:
-    step()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), best of {args.repeats}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), best of 5 passes")
     for shape, features in FEATURES.items():
-        floor = _best_ms(train_pass(features, 0.0), args.repeats)
+        floor = best_us(train_pass(features, 0.0), 1) / 1e3
         print(f"{shape} ({features} features in): no resets {floor:6.1f} ms")
         for rate in RESET_RATES[1:]:
-            ms = _best_ms(train_pass(features, rate), args.repeats)
+            ms = best_us(train_pass(features, rate), 1) / 1e3
             print(f"  resets at {rate:5.3f} a step: {ms:6.1f} ms, {ms / floor:4.2f}x the pass without resets")
 
 
