@@ -113,8 +113,7 @@ def test_small_model(benchmark, name: str):
     benchmark(step)
 
 
-def best_us(step: Callable[[], None], repeats: int) -> float:
-    """The best of five rounds of `repeats` calls, in microseconds a call."""
+def _best_us(step: Callable[[], None], repeats: int) -> float:
     step()
     best = float("inf")
     for _ in range(5):
@@ -131,14 +130,14 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), best of 5 x {args.repeats} calls")
     for name in ("inference", "tanh_1024x64", "elu_8x32x17x31"):
-        t_torch = best_us(CASES[f"{name}_torch"](), args.repeats)
-        t_kernel = best_us(CASES[f"{name}_kernel"](), args.repeats)
+        t_torch = _best_us(CASES[f"{name}_torch"](), args.repeats)
+        t_kernel = _best_us(CASES[f"{name}_kernel"](), args.repeats)
         print(
             f"{name:16s}: torch {t_torch:8.1f} us, kernel {t_kernel:8.1f} us, torch/kernel {t_torch / t_kernel:5.1f}x"
         )
     big = (1024, 32, 17, 31)
-    t_torch = best_us(activation("elu", False, big), 3) / 1e3
-    t_kernel = best_us(activation("elu", True, big), 3) / 1e3
+    t_torch = _best_us(activation("elu", False, big), 3) / 1e3
+    t_kernel = _best_us(activation("elu", True, big), 3) / 1e3
     print(
         f"elu_1024x32x17x31: torch {t_torch:8.1f} ms, kernel {t_kernel:8.1f} ms, "
         f"torch/kernel {t_torch / t_kernel:5.1f}x"
