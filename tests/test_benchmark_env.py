@@ -17,7 +17,7 @@ from sf.bench.ceiling import ceiling_processes, measure_ceiling, random_actions
 from sf.bench.cli import main
 from sf.bench.env_command import resolve
 from sf.bench.env_mode import EnvBenchmark, Phase
-from sf.bench.runs import LearnerCore, parse_verdict
+from sf.bench.runs import LearnerCore, load_report, verdict_of
 from sf.bench.suites import SUITES, describe_machine
 from sf.bench.table import format_table
 from sf.cfg.arguments import default_cfg
@@ -134,8 +134,8 @@ def test_family_of_env_names():
         ("not json", None),
     ],
 )
-def test_parse_verdict(text, kind):
-    assert parse_verdict(text) == kind
+def test_verdict_of_a_report_output(text, kind):
+    assert verdict_of(load_report(text)) == kind
 
 
 def _report(fps, **cpu_by_role):

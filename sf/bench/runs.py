@@ -201,12 +201,8 @@ def profile_verdict(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_
     return verdict_of(profile_report(experiment_dir, timeout))
 
 
-def parse_verdict(report_json: str) -> str | None:
-    """The kind named by the report's "verdict" field: a string such as "learner-bound", or an object with "kind"."""
-    return verdict_of(load_report(report_json))
-
-
 def verdict_of(report: dict | None) -> str | None:
+    """The kind named by the report's "verdict" field: a string such as "learner-bound", or an object with "kind"."""
     verdict = report.get("verdict") if report else None
     if isinstance(verdict, dict):
         verdict = verdict.get("kind") or verdict.get("verdict")
