@@ -98,6 +98,34 @@ def run_rl(cfg) -> int:
 
 
 def _run_rl(cfg) -> int:
+    """Train while holding the experiment folder's lock: a second run of the same experiment is refused."""
+    from sf.runtime.experiment_lock import ExperimentLock
+    from sf.utils.logging import setup_logging
+
+    setup_logging(cfg.log_level)
+    lock = ExperimentLock(Path(cfg.train_dir) / cfg.experiment)
+    try:
+        lock.acquire()
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(error_line(_unwritable(cfg, exc)), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return _run_locked(cfg)
+    finally:
+        lock.release()
+
+
+def _unwritable(cfg, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); choose a writable folder",
+        flag="--train_dir",
+    )
+
+
+def _run_locked(cfg) -> int:
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
@@ -108,7 +136,6 @@ def _run_rl(cfg) -> int:
     from sf.utils.logging import setup_logging
     from sf.utils.process_settings import apply_process_settings
 
-    setup_logging(cfg.log_level)
     env_error: Exception | None = None
     previous_precision = _previous_precision(cfg)  # before config.json is written again
     try:
@@ -134,11 +161,7 @@ def _run_rl(cfg) -> int:
                 _log_changes(resume.changed, experiment.keep_previous_config())
             experiment.write_config()
         except OSError as exc:
-            raise ConfigError(
-                f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
-                f"choose a writable folder",
-                flag="--train_dir",
-            ) from None
+            raise _unwritable(cfg, exc) from None
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -139,10 +139,12 @@ OWNER = """
 import sys, threading
 from pathlib import Path
 from sf.runtime.guard import Guard
+from sf.runtime.shm_names import new_ledger
 Path(sys.argv[1]).touch()
-guard = Guard(detached=True)
-guard.own([sys.argv[1]])
-print("ready", flush=True)
+ledger = new_ledger()
+guard = Guard(ledger, detached=True)
+ledger.add([sys.argv[1]])
+print(ledger.path.parent, flush=True)
 threading.Event().wait()
 """
 
@@ -153,16 +155,17 @@ def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_
     owned = f"/dev/shm/sf_guard_test_{os.getpid()}"
     main = subprocess.Popen([sys.executable, "-c", OWNER, owned], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        assert main.stdout.readline().strip() == "ready"
+        private = Path(main.stdout.readline().strip())
+        assert private.is_dir()
         children = psutil.Process(main.pid).children(recursive=True)
         assert not any("sf.runtime.guard" in " ".join(child.cmdline()) for child in children)
         for proc in [psutil.Process(main.pid), *children]:
             proc.kill()
         main.wait()
         died = time.monotonic()
-        while os.path.exists(owned) and time.monotonic() - died < 5:
+        while (os.path.exists(owned) or private.exists()) and time.monotonic() - died < 5:
             time.sleep(0.02)
-        assert not os.path.exists(owned)
+        assert not os.path.exists(owned) and not private.exists()
         assert time.monotonic() - died < 1.0
     finally:
         main.kill()

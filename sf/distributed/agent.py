@@ -153,7 +153,7 @@ class NodeAgent:
             for p in range(cfg.num_policies)
         ]
         self.semaphores = named_semaphores(os.getpid())
-        self.supervisor.guard.own(self.semaphores)
+        self.supervisor.own(self.semaphores)
         for update in weights:
             self._apply(update)
         self.inbox = faster_fifo.Queue(QUEUE_BYTES)
@@ -176,6 +176,7 @@ class NodeAgent:
             device=device,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
+            ledger=str(self.supervisor.ledger.path),
         )
         self.supervisor.begin()
         starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]

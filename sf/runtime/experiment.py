@@ -15,6 +15,7 @@ from tensorboardX import SummaryWriter
 from sf.cfg.arguments import cfg_to_dict
 from sf.profiling.live_feed import LIVE_FILE
 from sf.profiling.series import SERIES_FILE
+from sf.runtime.experiment_lock import LOCK_FILE
 
 SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
 
@@ -25,7 +26,13 @@ class Experiment:
         self.dir = Path(cfg.train_dir) / cfg.experiment
         self.pid = os.getpid()
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
-            shutil.rmtree(self.dir)
+            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.runtime.experiment_lock`)
+                if old.name == LOCK_FILE:
+                    continue
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
         if cfg.restart_behavior == "restart":
             live = [self.dir / LIVE_FILE, self.dir / f"{LIVE_FILE}.1"]  # a watcher would show the old run's history
             for old in [*self.dir.glob("checkpoint_p*"), self.dir / SCALARS_DIR, self.dir / SERIES_FILE, *live]:

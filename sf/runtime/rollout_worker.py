@@ -19,16 +19,18 @@ import random
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import NO_INFO, reported_episode
-from sf.envs.registry import create_vector_env
+from sf.envs.registry import create_vector_env, env_shm_names
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import Actions, Episodes, PolicyRequest, PolicyVersion, Release, Trajectories
+from sf.runtime.shm_names import Ledger
 from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
 
@@ -36,9 +38,11 @@ class RolloutWorker(Component):
     role = Role.ROLLOUT_WORKER
     wait_key = "wait_actions"
 
-    def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers):
+    def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers, ledger: Ledger | None = None):
+        """`ledger`: where the run records the /dev/shm names its envs' engines make (`sf.runtime.shm_names`)."""
         super().__init__(rollout_worker_name(worker_idx))
         self.cfg = cfg
+        self.ledger = ledger
         self.idx = worker_idx
         self.buffers = buffers
         self.T = cfg.rollout
@@ -89,7 +93,7 @@ class RolloutWorker(Component):
         if delay > 0:
             with self.timing.add_time("wait_decorrelation"):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
-        with self.timing.add_time("init_envs"):
+        with self.timing.add_time("init_envs"), self._recording_shm_names():
             if cfg.envpool:
                 self._start_vector_env()
             else:
@@ -98,6 +102,9 @@ class RolloutWorker(Component):
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
+
+    def _recording_shm_names(self):
+        return self.ledger.recording(env_shm_names(self.cfg.env)) if self.ledger is not None else nullcontext()
 
     def _start_envs(self) -> None:
         cfg, n = self.cfg, self.num_envs

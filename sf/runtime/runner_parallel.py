@@ -55,6 +55,7 @@ from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.runner import Runner
 from sf.runtime.setup import build_buffers, build_model, resolve_inference_placement
 from sf.runtime.shared_flags import Heartbeat
+from sf.runtime.shm_names import Ledger
 from sf.runtime.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
 from sf.utils.process_settings import apply_process_settings, thread_limits
 from sf.utils.roles import (
@@ -113,7 +114,7 @@ def run_parallel(
     ]
     # the stores' locks are named semaphores that only this process's resource tracker would unlink: a SIGKILL to the
     # whole process group (`kill -9 -<pgid>`) takes the tracker too, so the guard, in a session of its own, does
-    supervisor.guard.own(named_semaphores(os.getpid()))
+    supervisor.own(named_semaphores(os.getpid()))
     for p, loaded in resume.items():  # every rollout worker acts with the resumed weights from its first step
         stores[p].publish_state(loaded.state["model"], loaded.state["version"])
     del model
@@ -139,6 +140,7 @@ def run_parallel(
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
         resume={p: loaded.path for p, loaded in resume.items()},
+        ledger=str(supervisor.ledger.path),
     )
 
     runner = Runner(cfg, experiment, on_stop_request=control.set)
@@ -328,7 +330,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     inbox = queues[{"rollout": rollout_worker_name(a), "inference": policy_queue_name(a)}.get(kind, learner_name(a))]
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, queues), stop_event=shared["stop_event"])
     if kind == "rollout":
-        loop.add(RolloutWorker(cfg, a, buffers))
+        loop.add(RolloutWorker(cfg, a, buffers, Ledger(shared["ledger"])))
         if cfg.inference_placement == "rollout_worker":
             for p in range(cfg.num_policies):
                 model = build_model(cfg, env_info, device, seed_offset=p)

@@ -60,7 +60,7 @@ def run_serial(
         loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
         loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))
     for w in range(cfg.num_workers):
-        loop.add(RolloutWorker(cfg, w, buffers))
+        loop.add(RolloutWorker(cfg, w, buffers, supervisor.ledger))
     loop.add(runner)
     loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
 
