@@ -171,6 +171,8 @@ def _run_locked(cfg) -> int:
         log.error("cannot train on env %r: %s", cfg.env, env_error)
         _write_failure(experiment, f"{type(env_error).__name__}: {env_error}")
         return 1
+    if resume is not None:
+        resume.set_aside_newer(cfg)
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
     _resolve_precision(cfg, env_info, device, experiment, previous_precision)

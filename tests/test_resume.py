@@ -106,6 +106,22 @@ def test_other_changes_are_logged_and_the_previous_config_is_kept(tmp_path):
     assert json.loads((folder / "config.json").read_text())["learning_rate"] == 0.0005
 
 
+def test_a_resume_past_a_damaged_newest_sets_it_aside_and_its_own_saves_are_the_newest(tmp_path):
+    folder = _prior_run(tmp_path, "--serial_mode=True", env_steps=4096, version=16)
+    damaged = folder / "checkpoint_p0" / "checkpoint_000000020_5120.pth"
+    damaged.write_bytes(b"cut short")
+    result = run_sf(
+        [*LAYOUT, "--serial_mode=True", "--train_for_env_steps=4200", f"--train_dir={tmp_path}", "--experiment=exp"],
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Learner 0 resumed from policy version 16 (4096 env frames)" in result.stdout
+    assert "the 1 newer checkpoint(s) of policy 0 moved to" in result.stdout
+    assert (folder / "checkpoint_p0" / "superseded" / damaged.name).read_bytes() == b"cut short"
+    newest = CheckpointManager(folder, 0, keep=2).newest()
+    assert newest.state["version"] > 16 and newest.path.name != damaged.name
+
+
 def test_every_rollout_worker_acts_with_the_resumed_weights_from_its_first_step(tmp_path):
     """Resumed at version 1000: a trajectory collected with the initial weights (version 0) before the learner
     loaded the checkpoint would show a policy lag near 1000. Synchronous mode trains on every trajectory, so the

@@ -8,7 +8,8 @@ With `--restart_behavior=resume` in an existing experiment folder:
   difference listed (exit status 2, nothing written); other changes are logged, and the old `config.json` is kept
   beside the new one;
 - a run whose checkpoints already hold `--train_for_env_steps` frames is finished: the entry point says so and
-  writes nothing.
+  writes nothing;
+- once the run starts, the checkpoints newer than the one continued from are set aside (`set_aside_newer`).
 The parallel placement loads the chosen weights into the policy stores before any process starts, so every rollout
 worker acts with them from its first step.
 """
@@ -68,6 +69,13 @@ class ResumePoint:
 
     def paths(self) -> dict[int, Path]:
         return {policy: loaded.path for policy, loaded in self.checkpoints.items()}
+
+    def set_aside_newer(self, cfg) -> None:
+        """As training starts: the checkpoints newer than the ones it continues from (a damaged newest, the periodic
+        ones after a best) go into `superseded/`, so that this run's saves are the newest from its first one."""
+        folder = Path(cfg.train_dir) / cfg.experiment
+        for policy, loaded in self.checkpoints.items():
+            CheckpointManager(folder, policy, cfg.keep_checkpoints).set_aside_newer(loaded.path)
 
 
 def find_resume_point(cfg) -> ResumePoint | None:
