@@ -144,6 +144,21 @@ def test_a_save_writes_a_temporary_file_fsyncs_it_and_the_folder_then_renames(tm
     assert path.exists() and not Path(str(path) + ".tmp").exists()
 
 
+def test_config_and_summary_are_written_like_a_checkpoint(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from sf.runtime.experiment import Experiment
+
+    synced = []
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+    )
+    experiment = Experiment.__new__(Experiment)
+    experiment.dir = tmp_path
+    path = experiment.write_json("config.json", SimpleNamespace(a=1).__dict__)
+    assert synced == ["file", "folder"] and path.read_text() == '{\n  "a": 1\n}'
+
+
 def test_stale_temporary_files_are_removed_at_start(tmp_path):
     manager = CheckpointManager(tmp_path, 0, keep=2)
     _save(manager, 1)

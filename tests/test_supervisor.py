@@ -170,3 +170,22 @@ def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_
     finally:
         main.kill()
         Path(owned).unlink(missing_ok=True)
+
+
+def test_the_guard_never_kills_a_pid_it_cannot_identify_by_its_start_time():
+    """A pid handed over without a start time (its process ended before it could be read) may belong to another
+    process by the time the guard acts: it is left alone, while an identified one is ended."""
+    from sf.runtime.guard import end_left_behind
+    from sf.runtime.orphans import start_time
+
+    unknown = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    known = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ended, _ = end_left_behind({unknown.pid: None, known.pid: start_time(known.pid)}, {}, time.time(), grace_s=0.2)
+        assert known.wait(timeout=5) == -signal.SIGKILL
+        assert unknown.poll() is None and len(ended) == 1
+    finally:
+        unknown.kill()
+        known.kill()
+        unknown.wait()
+        known.wait()

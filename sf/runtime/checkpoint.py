@@ -32,13 +32,14 @@ from pathlib import Path
 
 import torch
 
+from sf.runtime.durable import TMP_SUFFIX, fsync_dir, replace_file
+
 log = logging.getLogger("sf")
 
 BEST_MARGIN = 1e-3  # a new best must beat the old one by more than this (Sample Factory's 3 significant digits)
 KIND_PREFIX = {"latest": "checkpoint", "best": "best"}
 _VERSION_IN_NAME = re.compile(r"^(?:checkpoint|best)_(\d+)_(\d+)(?:_.*)?\.pth$")
 SUPERSEDED_DIR = "superseded"
-TMP_SUFFIX = ".tmp"
 STATE_KEYS = ("model", "optimizer", "env_steps", "version")
 
 
@@ -81,7 +82,7 @@ class CheckpointManager:
             aside.mkdir(exist_ok=True)
             for path in newer:
                 os.replace(path, aside / path.name)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             log.warning(
                 "continuing from %s: the %d newer checkpoint(s) of policy %s moved to %s",
                 than.name,
@@ -102,16 +103,12 @@ class CheckpointManager:
     # writing ------------------------------------------------------------------------------------------------
     def _write(self, state: dict, name: str) -> Path:
         path = self.dir / name
-        tmp = self.dir / (name + TMP_SUFFIX)
         buffer = io.BytesIO()
         torch.save(state, buffer)  # in memory first: a failing disk then surfaces as the OSError it is
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            _write_durably(tmp, buffer.getbuffer())
-            os.replace(tmp, path)
-            _fsync_dir(self.dir)
+            replace_file(path, buffer.getbuffer())
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise CheckpointError(f"cannot save checkpoint {path}: {_cause(exc)}") from None
         return path
 
@@ -194,26 +191,6 @@ def version_of(path: Path) -> tuple[int, int] | None:
     """(version, env frames) from a checkpoint's name; None for a name of another form."""
     match = _VERSION_IN_NAME.match(path.name)
     return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _write_durably(path: Path, data: memoryview) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _cause(exc: BaseException) -> str:

@@ -100,9 +100,12 @@ def end_left_behind(
     ones (which cannot notice the death: env engines) and everything below them. The processes ended, described, and
     the /dev/shm files they held that the run made (since `since`)."""
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(running(pid, started) for pid, started in watched.items()):
+    while time.monotonic() < deadline and any(
+        started is not None and running(pid, started) for pid, started in watched.items()
+    ):
         time.sleep(POLL_S)
-    roots = {pid for pid, started in {**watched, **followed}.items() if running(pid, started)}
+    # a pid whose start time could not be read names no process for sure: it may be another's by now
+    roots = {pid for pid, started in {**watched, **followed}.items() if started is not None and running(pid, started)}
     victims = sorted(roots | descendants(roots))
     names = [describe(pid) for pid in victims]
     shm = held_since(victims, since)

@@ -56,6 +56,7 @@ class Runner(Component):
         self.experiment = experiment
         self.on_stop_request = on_stop_request
         self.start_time = time.monotonic()
+        self.started_wall = time.time()
         self.schedule = Schedule.from_cfg(cfg)
         self.progress = Progress(cfg.num_policies, cfg.stats_avg, self.start_time)
         self.train_window = TrainWindow(cfg.num_policies)
@@ -302,7 +303,7 @@ class Runner(Component):
         summary = self.summary()
         self._write_output("profile.json", self.records.profiles)
         if self.timeline is not None:
-            path = timeline.merge(self.cfg.profiling.output_dir, self.timeline)
+            path = timeline.merge(self.cfg.profiling.output_dir, self.timeline, since=self.started_wall)
             log.info("timeline of every process: %s", path)
         self._write_output("summary.json", summary)
         self.experiment.close()

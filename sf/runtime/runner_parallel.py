@@ -270,6 +270,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     link = ParentLink(control).start()  # the main process gone: stop, closing the envs
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
+    if cfg.seed is None:  # forked from one server, every process would inherit its generator: explore alike
+        torch.manual_seed(int.from_bytes(os.urandom(8), "little"))
     restore_registry(shared["envs"])
     if _profiled_kind(cfg, kind) != "rollout":
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)

@@ -236,7 +236,7 @@ class Supervisor:
         if child.pid is None:
             child.handle.kill()
             return
-        if running(child.pid, child.started):
+        if child.started is not None and running(child.pid, child.started):  # never a pid it cannot identify
             try:
                 os.kill(child.pid, signal.SIGKILL)
             except ProcessLookupError:
