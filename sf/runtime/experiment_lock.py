@@ -27,6 +27,7 @@ from sf.utils.errors import ConfigError
 log = logging.getLogger("sf")
 
 LOCK_FILE = "run.lock"
+_held: list[ExperimentLock] = []  # this process's locks, for `release_held` before a forced exit
 
 
 class ExperimentLock:
@@ -70,6 +71,7 @@ class ExperimentLock:
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         os.fsync(fd)
         self.fd = fd
+        _held.append(self)
 
     def release(self) -> None:
         """The run is over: remove the file (and the folders the lock made, where nothing else was written), let the
@@ -84,6 +86,7 @@ class ExperimentLock:
                 break
         os.close(self.fd)
         self.fd = None
+        _held.remove(self)
 
     def __enter__(self) -> ExperimentLock:
         self.acquire()
@@ -91,6 +94,12 @@ class ExperimentLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def release_held() -> None:
+    """Before a process ends without unwinding (`os._exit`): release every lock it holds."""
+    for lock in list(_held):
+        lock.release()
 
 
 def _same_file(fd: int, path: Path) -> bool:
