@@ -469,7 +469,18 @@ def _run_flags(g: _Group) -> None:
         "a component process whose loop sends no heartbeat for this many seconds (a hung simulator, a stopped "
         "process, a training iteration this long) is named in an error and the run ends",
     )
-    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, by save order; older ones are deleted")
+    g.boolean(
+        "restart_failed_components",
+        True,
+        "a rollout worker (with its env engines) or an inference worker that dies or hangs is started again in place "
+        "and the run goes on, its unfinished trajectories dropped; False: such a death ends the run",
+    )
+    g.integer(
+        "max_component_restarts",
+        3,
+        "restarts of one component within any hour; one more ends the run (--restart_failed_components)",
+    )
+    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, the newest by version; older ones are deleted")
     g.choice(
         "load_checkpoint_kind",
         ("latest", "best"),

@@ -54,6 +54,7 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("save_every_sec", lambda v: v >= 1, ">= 1"),
     ("stop_timeout_sec", lambda v: v >= 1, ">= 1"),
     ("heartbeat_timeout_sec", lambda v: v >= 1, ">= 1"),
+    ("max_component_restarts", lambda v: v >= 0, ">= 0"),
     ("decorrelate_experience_max_seconds", lambda v: v >= 0, ">= 0"),
     ("ray_workers_per_node", lambda v: v >= 0, ">= 0 (0: spread evenly)"),
     ("ray_max_restarts", lambda v: v >= 0, ">= 0"),

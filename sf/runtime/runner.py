@@ -70,6 +70,7 @@ class Runner(Component):
         self.live = LiveStatus(experiment.dir, cfg_to_dict(cfg))  # profile_live.jsonl and the progress verdict
         self.series_marks: dict[str, float] = {}  # component -> when its last snapshot went into the series
         self.shares = tb_layout.ShareScalars()
+        self.healer = None  # what restarts failed components (`sf.runtime.healer`), set by the placement
 
     # what the placements read and set ------------------------------------------------------------------
     @property
@@ -173,6 +174,8 @@ class Runner(Component):
         )
 
     def _on_error(self, msg: ComponentError) -> None:
+        if self.healer is not None and not self.stop.status and self.healer.takes_error(msg.component, msg.traceback):
+            return  # its process exits next, and is started again
         log.error("%s failed:\n%s", msg.component, msg.traceback)
         self.request_stop("error", f"{msg.component}: {last_line(msg.traceback)}")
 
@@ -241,6 +244,8 @@ class Runner(Component):
                 scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(ages, 0.95)
             if lags:
                 self.experiment.write_histogram(p, progress.env_steps[p], "perf/policy_lag", lags)
+            if p == 0 and self.healer is not None:
+                scalars["perf/component_restarts"] = len(self.healer.done)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
         self.experiment.flush_scalars()
 
@@ -267,6 +272,7 @@ class Runner(Component):
             **self.progress.summary(time.monotonic()),
             **self.staleness.summary(),
             "precision": getattr(self.cfg, "precision_in_use", None),  # what the image encoder ran in, and why
+            **(self.healer.summary() if self.healer is not None else {}),
             **(
                 {"node_restarts": self.node_restarts, "frames_lost": self.frames_lost}
                 if self.cfg.backend == "ray"

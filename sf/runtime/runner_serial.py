@@ -30,6 +30,8 @@ from sf.runtime.errors import error_line, last_line
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.experiment_lock import release_held
+from sf.runtime.healer import SerialHealer
+from sf.runtime.incarnations import Epochs, Incarnations
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
@@ -57,15 +59,23 @@ def run_serial(
     loop = EventLoop(stop_event=stop_event)
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
-    for p, model in enumerate(models):
-        store = LocalPolicyStore()
+    incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
+    epochs = Epochs(incarnations, 0)
+    stores = [LocalPolicyStore() for _ in models]
+    for p, (model, store) in enumerate(zip(models, stores)):
         checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints, cfg.save_milestones_sec)
         loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale, resume.get(p)))
-        loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
-        loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))
+        loop.add(Batcher(cfg, p, buffers, env_info.frameskip, epochs))
+        loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device, epochs), aliases=(policy_queue_name(p),))
+
+    def make_worker(index: int, epoch: int) -> RolloutWorker:
+        return RolloutWorker(cfg, index, buffers, supervisor.ledger, epoch, [store.version for store in stores])
+
     for w in range(cfg.num_workers):
-        loop.add(RolloutWorker(cfg, w, buffers, supervisor.ledger))
+        loop.add(make_worker(w, 0))
     loop.add(runner)
+    runner.healer = SerialHealer(cfg, loop, incarnations, make_worker)
+    loop.on_failure = runner.healer.on_failure
     loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
 
     resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
