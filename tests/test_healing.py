@@ -142,3 +142,24 @@ def test_a_serial_run_restarts_a_rollout_worker_whose_env_raised_and_trains_to_t
     assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 20000
     assert len(summary["component_restarts"]) == 1
     assert "RuntimeError: the simulator crashed" in summary["component_restarts"][0]["cause"]
+
+
+def test_a_worker_killed_holding_every_queue_lock_is_restarted_after_the_locks_are_taken_back(tmp_path, run):
+    """The worst moment to die: inside a put or a get of every queue it can reach. Each lock is taken back (the
+    others were waiting on them), then the worker is started again and the run trains on."""
+    exp = tmp_path / "locks"
+    proc = run(
+        *FAST, "--env=lock_holding_cartpole", "--train_for_env_steps=100000000", "--experiment=locks",
+        entry=[str(TESTS / "lock_holding_env.py")],
+    )  # fmt: skip
+    lines: list[str] = []
+    taken = int(read_until(proc, r"locks taken: (\d+)", lines).group(1))
+    frames = _frames(exp)
+    os.kill(started_pids(lines)["RolloutWorker_w0"], signal.SIGKILL)
+    read_until(proc, RESTARTED, lines)
+    took_back = [line for line in lines if "took back the lock of the queue" in line]
+    assert len(took_back) == taken >= 4, took_back
+    _trains_on(exp, frames)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest[-3000:]

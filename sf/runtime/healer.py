@@ -186,12 +186,12 @@ class Healer:
             return f"{self.cfg.max_component_restarts} restart(s) within the last hour (--max_component_restarts)"
         if not self.free:
             return f"none of the {len(self.spares)} spare queues is free"
-        in_use = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares) if i not in self.free}}
-        locked = dead_holders(in_use)
+        every = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares)}}  # each process holds all
+        locked = dead_holders(every)
         if isinstance(locked, str):
             return locked
         for name in locked:  # it died inside a put or a get: finish that for it, so that no one waits forever
-            cut = repair(in_use[name])
+            cut = repair(every[name])
             log.warning(
                 "took back the lock of the queue %s from %s%s",
                 name,

@@ -112,8 +112,7 @@ def run_parallel(
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
     compile_policy_kernel(cfg, model, buffers, device)
     stores = [
-        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
-        for p in range(cfg.num_policies)
+        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), control) for p in range(cfg.num_policies)
     ]
     # the stores' locks are named semaphores that only this process's resource tracker would unlink: a SIGKILL to the
     # whole process group (`kill -9 -<pgid>`) takes the tracker too, so the guard, in a session of its own, does
