@@ -467,7 +467,8 @@ def _run_flags(g: _Group) -> None:
         "heartbeat_timeout_sec",
         60,
         "a component process whose loop sends no heartbeat for this many seconds (a hung simulator, a stopped "
-        "process, a training iteration this long) is named in an error and the run ends",
+        "process, a training iteration this long) is named and killed: started again where it can be "
+        "(--restart_failed_components), else the run ends",
     )
     g.boolean(
         "restart_failed_components",
