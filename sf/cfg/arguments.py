@@ -559,9 +559,10 @@ def _cluster_flags(g: _Group) -> None:
     )
     g.integer(
         "ray_max_restarts",
-        0,
-        "times --backend=ray starts a lost node's agent again, with the current "
-        "weights, before the run ends with an error (needs --async_rl=True)",
+        -1,
+        "times --backend=ray starts a lost node's agent again (on another node if its node is gone), with the "
+        "current weights, before the run ends with an error (needs --async_rl=True); -1: 3 with "
+        "--restart_failed_components and --async_rl, else 0",
     )
     g.real(
         "ray_weights_interval_s",

@@ -57,7 +57,7 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("max_component_restarts", lambda v: v >= 0, ">= 0"),
     ("decorrelate_experience_max_seconds", lambda v: v >= 0, ">= 0"),
     ("ray_workers_per_node", lambda v: v >= 0, ">= 0 (0: spread evenly)"),
-    ("ray_max_restarts", lambda v: v >= 0, ">= 0"),
+    ("ray_max_restarts", lambda v: v >= -1, ">= 0, or -1 (3 with --restart_failed_components and --async_rl)"),
     ("ray_transfers_in_flight", lambda v: v >= 1, ">= 1"),
     ("ray_weights_interval_s", lambda v: v >= 0, ">= 0"),
     ("ray_chunk_wait_s", lambda v: v >= 0, ">= 0"),
