@@ -1,20 +1,27 @@
 """Evaluation: load the newest (or, with --load_checkpoint_kind=best, the best) checkpoint of an experiment,
-play episodes, print the average reward, optionally record them as an mp4."""
+play episodes, print the average reward, optionally record them as an mp4.
+
+`python -m sf.enjoy --env=<name> --experiment=<name>` evaluates with the example script of the env's family
+(`sf.envs.families`). What the user can fix (no such experiment, no checkpoint, an unknown env, a checkpoint of
+another env or model) is one `sf: error:` line and exit status 2, as in training.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from sf.cfg.arguments import load_cfg_json, resolve_device
-from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env
 from sf.envs.episodes import reported_episode
 from sf.envs.spaces import EnvInfo
-from sf.runtime.checkpoint import CheckpointManager
+from sf.runtime.checkpoint import CheckpointError, CheckpointManager
 from sf.runtime.setup import build_model
+from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 from sf.utils.logging import setup_logging
 
@@ -27,8 +34,10 @@ def merged_cfg(cli_cfg):
     """The experiment's saved config, with whatever was given on this command line on top."""
     path = Path(cli_cfg.train_dir) / cli_cfg.experiment / "config.json"
     if not path.exists():
-        raise FileNotFoundError(
-            f"no experiment at {path.parent} (config.json missing): check --train_dir and --experiment"
+        raise ConfigError(
+            f"--experiment: no experiment at {path.parent} (no config.json there); give the --train_dir and "
+            "--experiment of a training run",
+            flag="--experiment",
         )
     cfg = load_cfg_json(path)
     for key, value in vars(cli_cfg).items():
@@ -40,23 +49,88 @@ def merged_cfg(cli_cfg):
 
 
 def enjoy(cli_cfg) -> int:
+    """Play the episodes; 2 with one `sf: error:` line for a mistake in the flags, as training does."""
     skip_final_collection()
     setup_logging(cli_cfg.log_level)
-    cfg = merged_cfg(cli_cfg)
-    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
+    try:
+        cfg = merged_cfg(cli_cfg)
+        env = _make_env(cfg)
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return 2
+    try:
+        return _play(cfg, cli_cfg, env)
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return 2
+    finally:
+        env.close()
+
+
+def _make_env(cfg) -> EnvAdapter:
     render_mode = "rgb_array" if cfg.save_video else None
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
+    try:
+        return EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
+    except (EnvNotFoundError, UnsupportedSpaceError) as exc:
+        raise ConfigError(f"--env: {exc}", flag="--env") from None
+
+
+def _load_policy(cfg, cli_cfg, model, device: str) -> dict:
+    """The checkpoint's state, its weights in `model`; ConfigError when there is none or it does not fit."""
+    checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
+    try:
+        state = checkpoints.load(cfg.load_checkpoint_kind, device)
+    except CheckpointError as exc:
+        raise ConfigError(f"--experiment: {exc}", flag="--experiment") from None
+    if state is None:
+        raise ConfigError(
+            f"--load_checkpoint_kind: no {cfg.load_checkpoint_kind} checkpoint in {checkpoints.dir} "
+            f"(--load_checkpoint_kind={cfg.load_checkpoint_kind}; --policy_index={cfg.policy_index})",
+            flag="--load_checkpoint_kind",
+        )
+    mismatch = shape_mismatch(state["model"], model.state_dict())
+    if mismatch:
+        raise ConfigError(_mismatch_message(cfg, cli_cfg, checkpoints.dir, mismatch), flag="--env")
+    model.load_state_dict(state["model"])
+    return state
+
+
+def shape_mismatch(saved: dict, here: dict) -> list[str]:
+    """`name: [64, 4] saved, [64, 6] here` for every tensor whose shape differs or that only one side has."""
+    lines = []
+    for name in sorted(set(saved) | set(here)):
+        a, b = saved.get(name), here.get(name)
+        shape_a = list(a.shape) if a is not None else "none"
+        shape_b = list(b.shape) if b is not None else "none"
+        if shape_a != shape_b:
+            lines.append(f"{name}: {shape_a} saved, {shape_b} here")
+    return lines
+
+
+def _mismatch_message(cfg, cli_cfg, folder: Path, mismatch: list[str]) -> str:
+    by_module = {}  # the first differing tensor of each top-level module: the encoder's input, the action head...
+    for line in mismatch:
+        by_module.setdefault(line.split(".", 1)[0], line)
+    shown = list(by_module.values())[:2]
+    more = f"; {len(mismatch) - len(shown)} more tensors differ" if len(mismatch) > len(shown) else ""
+    what = "; ".join(shown) + more
+    trained_on = load_cfg_json(Path(cfg.train_dir) / cfg.experiment / "config.json").env
+    if cfg.env != trained_on:
+        return (
+            f"--env: the checkpoint in {folder} was trained on {trained_on} and does not fit {cfg.env} "
+            f"({what}); evaluate it with --env={trained_on}"
+        )
+    given = sorted(f"--{k}" for k in cli_cfg.cli_args if k not in ("env", "experiment", "train_dir"))
+    flags = f"; flags given here that may change it: {', '.join(given)}" if given else ""
+    return f"--env: the checkpoint in {folder} does not fit the model built for {cfg.env} ({what}){flags}"
+
+
+def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
+    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
     device = resolve_device(cfg)
     info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
     model = build_model(cfg, info, device)
-    checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
-    state = checkpoints.load(cfg.load_checkpoint_kind, device)
-    if state is None:
-        raise FileNotFoundError(
-            f"no {cfg.load_checkpoint_kind} checkpoint in {checkpoints.dir} "
-            f"(--load_checkpoint_kind={cfg.load_checkpoint_kind})"
-        )
-    model.load_state_dict(state["model"])
+    state = _load_policy(cfg, cli_cfg, model, device)
     model.eval()
     log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
 
@@ -85,7 +159,6 @@ def enjoy(cli_cfg) -> int:
                 obs = env.reset()
                 if rnn is not None:
                     rnn.zero_()
-    env.close()
     if returns:
         log.info("Avg episode reward: %.3f over %d episodes", float(np.mean(returns)), len(returns))
     if cfg.save_video and frames:
@@ -103,3 +176,14 @@ def save_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
         for frame in frames:
             writer.append_data(np.asarray(frame))
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sf.envs.families import family_of_argv
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return enjoy(family_of_argv(argv).cfg_or_exit(argv, evaluation=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

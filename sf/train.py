@@ -1,4 +1,5 @@
 """Entry point shared by every example: `run_rl(cfg)` trains and returns the process exit status.
+`python -m sf.train --env=<name> ...` trains with the example script of the env's family (`sf.envs.families`).
 
 Exit statuses: 0 when the run ended as planned or was stopped by SIGINT/SIGTERM (summary status `ok` or
 `interrupted`), 1 when it failed (status `error`), 2 when the config cannot run: then one `sf: error:` line
@@ -249,3 +250,14 @@ def _write_summary(experiment, error: str) -> None:
             "num_episodes": 0,
         },
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sf.envs.families import family_of_argv
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return run_rl(family_of_argv(argv).cfg_or_exit(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -258,6 +258,8 @@ def test_env_mode_table_json_and_chart(tmp_path, capsys):
         (["--env=CartPole-v1", "--num_workers=0"], "--num_workers"),
         (["--num_workers=2"], "--env"),
         (["--env=NoSuchEnv-v9"], "--env"),
+        (["--suit", "cartpole"], "unknown flag --suit; did you mean --suite?"),
+        (["--env=CartPole-v1", "--repeat=2"], "unknown flag --repeat; did you mean --repeats?"),
     ],
 )
 def test_bad_input_exits_2_before_anything_starts(tmp_path, capsys, flags, names):

@@ -22,6 +22,8 @@ COMMANDS: list[tuple[str, ...]] = [
     *(("-m", module) for module in FAMILY_SCRIPTS),
     ("-m", "sf_examples.profiling.induced_bottlenecks"),
     ("-m", "sf_examples.profiling.weighted_sampling"),
+    ("-m", "sf.train"),
+    ("-m", "sf.enjoy"),
     ("-m", "sf.profile"),
     ("-m", "sf.profile", "report"),
     ("-m", "sf.profile", "top"),

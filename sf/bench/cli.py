@@ -72,8 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: len(argv) - len(extra) - 1] if "--" in argv else argv
-    args, training_flags = _parser().parse_known_args(argv)
+    parser = _parser()
+    args, training_flags = parser.parse_known_args(argv)
     args.extra = extra
+    misspelled = _misspelled_flag(parser, training_flags)
+    if misspelled:
+        return _usage_error(misspelled)
     if args.suite and not args.auto_tune:
         if training_flags:
             return _usage_error(f"{training_flags[0]}: suite mode takes training flags only after `--`")
@@ -86,6 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     from sf.bench.env_command import run_env_mode
 
     return run_env_mode(training_flags, args)
+
+
+def _misspelled_flag(parser: argparse.ArgumentParser, training_flags: list[str]) -> str | None:
+    """A flag that is neither this tool's nor training's, named with the closest of either (`--suit`: did you mean
+    `--suite`?). Flags of an env family's own parser are left to training's parser, which names them too."""
+    import difflib
+
+    from sf.cfg.arguments import make_parser
+
+    ours = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    training = {o for action in make_parser()._actions for o in action.option_strings}
+    for token in training_flags:
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or name in training:
+            continue
+        close = difflib.get_close_matches(name, ours, n=1, cutoff=0.8)
+        if close:
+            return f"unknown flag {name}; did you mean {close[0]}?"
+    return None
 
 
 def _usage_error(message: str) -> int:

@@ -143,3 +143,19 @@ def family_of(env: str) -> EnvFamily:
 
 def family_named(name: str) -> EnvFamily:
     return _FAMILIES[name]
+
+
+def env_in_argv(argv: list[str]) -> str | None:
+    """The value of `--env` on a command line (`--env=X` or `--env X`), None without one."""
+    for i, token in enumerate(argv):
+        if token.startswith("--env="):
+            return token.split("=", 1)[1]
+        if token == "--env" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def family_of_argv(argv: list[str]) -> EnvFamily:
+    """The family of the command line's `--env` (the gymnasium family without one, whose parser still answers
+    `--help` and names a missing `--env`)."""
+    return family_of(env_in_argv(argv) or "")
