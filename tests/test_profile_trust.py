@@ -61,6 +61,22 @@ def test_a_rollout_worker_that_never_ran_is_named(tmp_path):
         assert int(share) <= 100 or "what if" in text  # what-if gains may exceed 100 %, shares may not
 
 
+def test_a_loop_is_late_against_the_run_clock_not_its_process_import_and_compile_time():
+    """A serial run of 2.3 s on the runner's clock in a process that lived 19.6 s (the interpreter, torch and a first
+    compile of the numba kernels before the clock started): its loops, 1.8 s each, started on time. The same loops in a
+    run of 5 s did not."""
+    tree = {"train": node(1.0), "wait_batch": node(0.8)}
+    learner = ComponentActivity(
+        "Learner 0", 1, Role.LEARNER, Activity(1.8, 1.0, 0.8, 0.0, {"wait_batch": 0.8}), tree, 13.9, None, 2, False, 19.6
+    )
+    on_time = Experiment(Path("."), [learner], {"wall_time_s": 2.3}, {}, frames=50176, fps=21000.0)
+    assert [f.line() for f in check(on_time) if "started late" in f.message] == []
+    late = Experiment(Path("."), [learner], {"wall_time_s": 5.0}, {}, frames=50176, fps=10000.0)
+    assert [f.line() for f in check(late) if "started late" in f.message] == [
+        "Learner 0: its loop lived 1.8 s of 5 s: it started late or stalled, its shares cover only that time"
+    ]
+
+
 def test_cpu_seconds_over_a_loop_that_did_not_live_the_window_are_clipped_to_the_cores():
     """59.9 CPU seconds over 2 s of wall time claim 29.95 cores on a 2-core machine: shown as 2, and said. A worker
     that never ran is left out of the model."""

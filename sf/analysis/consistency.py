@@ -33,10 +33,14 @@ def _work_keys(tree: dict) -> dict[str, float]:
 def check(experiment: Experiment) -> list[Finding]:
     findings = []
     frames = experiment.frames or sum(int(v) for v in (experiment.summary.get("env_frames") or {}).values())
+    # over a whole life, a loop is late against the run's clock (the runner's, which starts once the kernels are
+    # compiled), not its process's: a serial process imports torch and compiles before any loop can start
+    run_clock = experiment.summary.get("wall_time_s")
     for c in experiment.components:
         if c.role == Role.RUNNER:
             continue
         lifetime = c.activity.lifetime_s
+        span = c.wall_s if c.steady else run_clock or c.wall_s
         if did_not_run(c) and frames > 0:
             held = ", ".join(sorted(_work_keys(c.tree))) or "nothing"
             findings.append(
@@ -46,11 +50,11 @@ def check(experiment: Experiment) -> list[Finding]:
                     "and the verdict counts without it",
                 )
             )
-        elif c.wall_s and lifetime < MIN_LOOP_SHARE * c.wall_s:
+        elif span and lifetime < MIN_LOOP_SHARE * span:
             findings.append(
                 Finding(
                     c.name,
-                    f"its loop lived {lifetime:.3g} s of {c.wall_s:.3g} s: it started late or stalled, its shares "
+                    f"its loop lived {lifetime:.3g} s of {span:.3g} s: it started late or stalled, its shares "
                     "cover only that time",
                 )
             )

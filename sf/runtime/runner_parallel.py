@@ -47,7 +47,7 @@ from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
 from sf.runtime.healer import Healer, Process
 from sf.runtime.incarnations import ORIGINAL, Epochs, Fence, Incarnations
-from sf.runtime.inference_worker import compile_policy_kernel
+from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
 from sf.runtime.orphans import named_semaphores
@@ -110,7 +110,7 @@ def run_parallel(
     supervisor = Supervisor(len(specs), cfg.heartbeat_timeout_sec)
     control = supervisor.control  # the stop flag every process reads, and their heartbeats
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
-    compile_policy_kernel(cfg, model, buffers, device)
+    compile_kernels(cfg, model, buffers, device)  # before the runner's clock starts and any component loads them
     stores = [
         SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), control) for p in range(cfg.num_policies)
     ]

@@ -33,6 +33,7 @@ from sf.runtime.experiment_lock import release_held
 from sf.runtime.healer import SerialHealer
 from sf.runtime.incarnations import Epochs, Incarnations
 from sf.runtime.inference_worker import InferenceWorker
+from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.policy_store import LocalPolicyStore
@@ -55,10 +56,11 @@ def run_serial(
     """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`)."""
     resume = resume or {}
     supervisor = Supervisor()
-    runner = Runner(cfg, experiment)
-    loop = EventLoop(stop_event=stop_event)
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
+    compile_kernels(cfg, models[0], buffers, device)  # before the runner's clock starts
+    runner = Runner(cfg, experiment)
+    loop = EventLoop(stop_event=stop_event)
     incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
     epochs = Epochs(incarnations, 0)
     stores = [LocalPolicyStore() for _ in models]
