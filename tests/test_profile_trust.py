@@ -66,9 +66,8 @@ def test_a_loop_is_late_against_the_run_clock_not_its_process_import_and_compile
     compile of the numba kernels before the clock started): its loops, 1.8 s each, started on time. The same loops in a
     run of 5 s did not."""
     tree = {"train": node(1.0), "wait_batch": node(0.8)}
-    learner = ComponentActivity(
-        "Learner 0", 1, Role.LEARNER, Activity(1.8, 1.0, 0.8, 0.0, {"wait_batch": 0.8}), tree, 13.9, None, 2, False, 19.6
-    )
+    life = Activity(1.8, 1.0, 0.8, 0.0, {"wait_batch": 0.8})
+    learner = ComponentActivity("Learner 0", 1, Role.LEARNER, life, tree, 13.9, None, 2, False, 19.6)
     on_time = Experiment(Path("."), [learner], {"wall_time_s": 2.3}, {}, frames=50176, fps=21000.0)
     assert [f.line() for f in check(on_time) if "started late" in f.message] == []
     late = Experiment(Path("."), [learner], {"wall_time_s": 5.0}, {}, frames=50176, fps=10000.0)
