@@ -174,6 +174,7 @@ def _run_locked(cfg) -> int:
         return 1
     if resume is not None:
         resume.set_aside_newer(cfg)
+    log.info("experiment folder: %s (config, checkpoints, summary, profiles, TensorBoard events)", experiment.dir)
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
     _resolve_precision(cfg, env_info, device, experiment, previous_precision)

@@ -238,6 +238,8 @@ def test_sigint_stops_with_status_interrupted(tmp_path, shm_before, backend):
     assert summary["status"] == "interrupted"
     assert list((tmp_path / "int" / "checkpoint_p0").glob("checkpoint_*.pth"))
     assert "Collected {0: " in out
+    last = [line for line in out.splitlines() if line.strip()][-2]
+    assert "Run interrupted: " in last and last.endswith(f"outputs in {tmp_path / 'int'} (the same command resumes it)")
     assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
 

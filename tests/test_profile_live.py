@@ -150,6 +150,16 @@ def test_top_once_fits_80_by_24_and_says_what_bounds_the_run(tmp_path):
     assert " 90%  10%" in rollout and "inference" in rollout and " 0.1 " in rollout and "300M" in rollout
 
 
+def test_top_without_a_terminal_prints_one_frame_and_suggests_once(tmp_path, capsys):
+    from sf.analysis.top import NO_TERMINAL, main
+
+    write_feed(tmp_path, 16.0)
+    assert main([str(tmp_path), "--window=6"]) == 0  # pytest's captured stdout is no terminal
+    out, err = capsys.readouterr()
+    assert out == frame_text(LiveSource(tmp_path).frame(6.0))
+    assert err.strip() == NO_TERMINAL and "--once" in NO_TERMINAL
+
+
 def test_top_replay_shows_the_run_as_it_was_at_a_moment(tmp_path):
     write_feed(tmp_path, 40.0)
     before = frame_text(ReplaySource(tmp_path, speed=1.0, at=14.0).frame(6.0))

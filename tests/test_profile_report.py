@@ -135,6 +135,23 @@ def test_cli_writes_html_pngs_and_json(tmp_path):
     png = (exp / "profiling" / "report_activity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert (exp / "profiling" / "report_hotspots.png").read_bytes()[:4] == b"\x89PNG"
+    # JSON on stdout stays JSON; what was written is said on stderr
+    assert out.stderr.strip().splitlines() == [
+        f"wrote {exp / 'profiling' / 'report.html'} (open it in a browser) and report_activity.png, "
+        "report_hotspots.png beside it"
+    ]
+
+
+def test_the_text_report_ends_saying_what_it_wrote(tmp_path, capsys):
+    from sf.analysis.cli import main
+
+    exp = simulation_bound(tmp_path / "sim")
+    assert main([str(exp)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"wrote {exp / 'profiling' / 'report.html'} (open it in a browser) and report_activity.png, " + (
+        "report_hotspots.png beside it"
+    )
+    assert (exp / "profiling" / "report.html").exists() and (exp / "profiling" / "report_hotspots.png").exists()
 
 
 def test_cli_rejects_a_folder_without_a_profile(tmp_path):

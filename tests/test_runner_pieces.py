@@ -12,7 +12,7 @@ import pytest
 from sf.profiling.series import read_series
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
-from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
+from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow, duration
 
 
 def test_session_frames_leave_out_a_resumed_checkpoint_once_every_learner_reported():
@@ -57,6 +57,37 @@ def test_episode_statistics_and_the_progress_line():
         "Policy lag: [0.12]"
     )
     assert progress.summary(now=1.0)["avg_episode_reward"] == {0: 3.0}
+
+
+def test_the_progress_line_says_the_share_done_and_the_time_left():
+    progress = Progress(num_policies=2, stats_avg=100, start_time=0.0, target_frames=200_000, time_limit_s=3600.0)
+    progress.on_learner_stats(0, 150_000, 10, {}, now=5.0)
+    progress.on_learner_stats(1, 50_000, 10, {}, now=5.0)
+    # the policy furthest behind has 25 % of its frames; 150,000 of each policy's frames are left, 300,000 in all,
+    # at 10,000 frames/s over the last 60 s: 30 s
+    line = progress.progress_line([20_000.0, 10_000.0, 10_000.0], now=10.0)
+    assert line.endswith("Policy lag: [nan, nan]. Done: 25 % of 200,000 frames, about 30 s left")
+    # --train_for_seconds comes first: 3600 s from the start, 3590 s gone
+    assert progress.done(10_000.0, now=3590.0) == "Done: 25 % of 200,000 frames, about 10 s left (--train_for_seconds)"
+    assert progress.done(float("nan"), now=None) == "Done: 25 % of 200,000 frames"  # no rate yet
+    assert duration(59) == "59 s" and duration(600) == "10 min" and duration(5 * 3600) == "5.0 h"
+
+
+def test_the_finished_line_says_how_the_run_ended_its_frames_time_reward_and_folder():
+    progress = Progress(num_policies=1, stats_avg=100, start_time=0.0)
+    assert progress.finished_line("ok", "train_dir/x", 6.5) == (
+        "Run finished: 0 frames in 6 s, no episode finished; outputs in train_dir/x"
+    )
+    progress.on_learner_stats(0, 200_704, 196, {}, now=6.0)
+    progress.on_episodes(0, [(500.0, 500), (499.0, 499)])
+    assert progress.finished_line("ok", "train_dir/x", 6.5) == (
+        "Run finished: 200,704 frames in 6 s, avg episode reward 499.50 over the last 2 episodes; outputs in "
+        "train_dir/x"
+    )
+    assert progress.finished_line("interrupted", "train_dir/x", 95.0) == (
+        "Run interrupted: 200,704 frames in 2 min, avg episode reward 499.50 over the last 2 episodes; outputs in "
+        "train_dir/x (the same command resumes it)"
+    )
 
 
 def test_train_window_means_each_key_over_the_iterations_that_reported_it():

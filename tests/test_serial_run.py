@@ -46,6 +46,14 @@ def test_serial_run_leaves_contract_files_and_prints_trees(tmp_path):
     assert cfg["env"] == "CartPole-v1" and cfg["serial_mode"] is True and cfg["recurrence"] == 1
     summary = _read(exp, "summary.json")
     assert summary["status"] == "ok" and summary["error"] is None
+    # where it writes, said at the start; how it ended, said last before the Collected line
+    assert f"experiment folder: {exp} (config, checkpoints, summary, profiles, TensorBoard events)" in result.stdout
+    frames = summary["env_frames"]["0"]
+    assert re.search(
+        rf"Run finished: {frames:,} frames in \d+ s, avg episode reward {summary['avg_episode_reward']['0']:.2f}"
+        rf" over the last \d+ episodes; outputs in {re.escape(str(exp))}$",
+        lines[-2],
+    ), lines[-2]
     assert summary["env_frames"]["0"] >= 3000
     assert summary["fps"] > 0 and summary["num_episodes"] > 0
     assert summary["avg_episode_reward"]["0"] > 0

@@ -17,6 +17,15 @@ from sf.analysis.report import build_report, format_text, hotspot_items
 from sf.analysis.report_html import write_compare_page, write_report_page
 from sf.analysis.run_data import load_experiment
 
+REPORT_FILES = ("report.html", "report_activity.png", "report_hotspots.png")
+COMPARE_FILES = ("compare.html", "compare.png")
+
+
+def written_line(experiment_dir: str | Path, files: tuple[str, ...]) -> str:
+    """What the command wrote besides what it printed, so that nobody has to look for it."""
+    folder = Path(experiment_dir) / "profiling"
+    return f"wrote {folder / files[0]} (open it in a browser) and {', '.join(files[1:])} beside it"
+
 
 def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
     """Build the report, write report.html (and the charts as PNG files) into profiling/, return what to print."""
@@ -27,10 +36,10 @@ def run_report(experiment_dir: str | Path, as_json: bool = False) -> str:
     activity_bars(
         [ActivityBar(r.name, r.work, r.wait, r.overhead) for r in report.components],
         f"verdict: {report.verdict.kind}-bound",
-        out / "report_activity.png",
+        out / REPORT_FILES[1],
     )
-    share_bars(hotspot_items(report), "% of the component's lifetime", out / "report_hotspots.png")
-    write_report_page(report, experiment, out / "report.html")
+    share_bars(hotspot_items(report), "% of the component's lifetime", out / REPORT_FILES[2])
+    write_report_page(report, experiment, out / REPORT_FILES[0])
     return json.dumps(report.to_json(), indent=2) if as_json else format_text(report)
 
 
@@ -41,8 +50,8 @@ def run_compare(baseline_dir: str | Path, run_dir: str | Path, as_json: bool = F
     comparison = compare(baseline, run)
     out = Path(run_dir) / "profiling"
     out.mkdir(exist_ok=True)
-    change_bars([ChangeBar(r.key, r.change, r.noise, r.marked) for r in comparison.rows], out / "compare.png")
-    write_compare_page(comparison, run, baseline, out / "compare.html")
+    change_bars([ChangeBar(r.key, r.change, r.noise, r.marked) for r in comparison.rows], out / COMPARE_FILES[1])
+    write_compare_page(comparison, run, baseline, out / COMPARE_FILES[0])
     if as_json:
         return json.dumps(finite_json({**asdict(comparison), "marked": [r.key for r in comparison.marked]}), indent=2)
     return format_comparison(comparison)
@@ -71,6 +80,9 @@ def main(argv: list[str]) -> int:
             return 2
     if args.compare:
         print(run_compare(args.compare, args.experiment_dir, as_json=args.json))
+        written = written_line(args.experiment_dir, COMPARE_FILES)
     else:
         print(run_report(args.experiment_dir, as_json=args.json))
+        written = written_line(args.experiment_dir, REPORT_FILES)
+    print(written, file=sys.stderr if args.json else sys.stdout)  # JSON on stdout stays JSON
     return 0

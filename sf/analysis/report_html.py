@@ -278,7 +278,8 @@ def _files(experiment_dir: Path, out: Path) -> str:
     if (experiment_dir / ".summary").exists():
         items.append(
             f"<li>TensorBoard: <code>tensorboard --logdir {esc(experiment_dir / '.summary')}</code> "
-            "(Custom Scalars tab: the profile dashboard)</li>"
+            "(Custom Scalars tab: the profile dashboard; <code>tensorboard</code> comes with sf's profiling extra, "
+            "<code>pip install tensorboard</code> otherwise)</li>"
         )
     return '<ul class="files">' + "".join(items) + "</ul>"
 

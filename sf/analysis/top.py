@@ -427,6 +427,12 @@ def watch(source, interval: float, window_s: float) -> None:
                 return
 
 
+NO_TERMINAL = (
+    "sf.profile top: the output is no terminal, so this is one frame, not a live view; --once prints one frame on "
+    "purpose (in scripts), a terminal shows the run live"
+)
+
+
 def main(argv: list[str]) -> int:
     import argparse
 
@@ -457,6 +463,10 @@ def main(argv: list[str]) -> int:
         source = LiveSource(path)
     if args.once:
         print(frame_text(source.frame(args.window), args.width), end="")
+        return 0
+    if not sys.stdout.isatty():  # a live screen needs a terminal: a pipe or a file gets one frame and a hint
+        print(frame_text(source.frame(args.window), args.width), end="")
+        print(NO_TERMINAL, file=sys.stderr)
         return 0
     try:
         watch(source, args.interval, args.window)

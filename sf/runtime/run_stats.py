@@ -17,12 +17,32 @@ FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds 
 }
 
 
-class Progress:
-    """Frames, versions and episodes per policy, and the frame rates the progress line and summary.json report."""
+def duration(seconds: float) -> str:
+    """`45 s`, `12 min`, `3.5 h`: a span as a person reads it."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
-    def __init__(self, num_policies: int, stats_avg: int, start_time: float):
+
+class Progress:
+    """Frames, versions and episodes per policy, and the frame rates the progress line and summary.json report.
+    `target_frames` and `time_limit_s` (--train_for_env_steps, --train_for_seconds) give the progress line its share
+    done and time left."""
+
+    def __init__(
+        self,
+        num_policies: int,
+        stats_avg: int,
+        start_time: float,
+        target_frames: int | None = None,
+        time_limit_s: float | None = None,
+    ):
         policies = range(num_policies)
         self.start_time = start_time
+        self.target_frames = target_frames
+        self.time_limit_s = time_limit_s
         self.env_steps = {p: 0 for p in policies}
         self.start_steps: dict[int, int] | None = None  # frames of a resumed checkpoint, once every learner reported
         self.versions = {p: 0 for p in policies}
@@ -84,14 +104,51 @@ class Progress:
             self.fps_window.popleft()
         return [self.fps_over(s, now, frames) for s in FPS_WINDOWS_S]
 
-    def progress_line(self, fps: list[float]) -> str:
-        """The runner's line every few seconds (docs/getting-started.md, "The progress line")."""
+    def progress_line(self, fps: list[float], now: float | None = None) -> str:
+        """The runner's line every few seconds (docs/getting-started.md, "The progress line"): Sample Factory's
+        parts, then the share of the run done and the time left."""
         lag = [round(self.last_stats[p].get("policy_lag", float("nan")), 2) for p in self.env_steps]
         rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
-        return (
+        line = (
             f"Fps is (10 sec: {fps[0]:.1f}, 60 sec: {fps[1]:.1f}, 300 sec: {fps[2]:.1f}). Total num frames: "
             f"{self.total_frames()}. Avg episode reward: {rewards}. Policy lag: {lag}"
         )
+        done = self.done(fps[1] if fps[1] == fps[1] and fps[1] > 0 else fps[0], now)
+        return f"{line}. {done}" if done else line
+
+    def done(self, fps: float, now: float | None) -> str:
+        """`Done: 81 % of 200,000 frames, about 2 s left`: the policy furthest behind against --train_for_env_steps,
+        the time left at `fps` (all policies' frames per second), or to --train_for_seconds when that comes first."""
+        if not self.target_frames:
+            return ""
+        furthest_behind = min(self.env_steps.values())
+        share = min(1.0, furthest_behind / self.target_frames)
+        text = f"Done: {share:.0%} of {self.target_frames:,} frames".replace("%", " %")
+        left = None
+        if fps == fps and fps > 0:
+            left = max(0, self.target_frames - furthest_behind) * len(self.env_steps) / fps
+        limit = ""
+        if now is not None and self.time_limit_s is not None:
+            to_limit = max(0.0, self.time_limit_s - (now - self.start_time))
+            if left is None or to_limit < left:
+                left, limit = to_limit, " (--train_for_seconds)"
+        return f"{text}, about {duration(left)} left{limit}" if left is not None else text
+
+    def finished_line(self, status: str, folder, wall_s: float) -> str:
+        """The run's last word before the Collected line: how it ended, its frames, time and reward, its folder."""
+        counted = max(len(e) for e in self.episodes.values())
+        if counted:
+            rewards = {p: round(self.avg_reward(p), 2) for p in self.env_steps}
+            reward = f"{rewards[0]:.2f}" if len(rewards) == 1 else rewards
+            per = " per policy" if len(rewards) > 1 else ""
+            reward_text = f"avg episode reward {reward} over the last {counted} episodes{per}"
+        else:
+            reward_text = "no episode finished"
+        line = (
+            f"Run {FINISHED.get(status, status)}: {self.total_frames():,} frames in "
+            f"{duration(wall_s)}, {reward_text}; outputs in {folder}"
+        )
+        return line + " (the same command resumes it)" if status == "interrupted" else line
 
     def summary(self, now: float) -> dict:
         """The frame, rate and episode fields of summary.json."""
@@ -116,6 +173,9 @@ class Progress:
             "policy_versions": dict(self.versions),
             "max_policy_lag": dict(self.max_lag),
         }
+
+
+FINISHED = {"ok": "finished", "interrupted": "interrupted", "error": "failed"}
 
 
 class TrainWindow:

@@ -58,7 +58,9 @@ class Runner(Component):
         self.start_time = time.monotonic()
         self.started_wall = time.time()
         self.schedule = Schedule.from_cfg(cfg)
-        self.progress = Progress(cfg.num_policies, cfg.stats_avg, self.start_time)
+        self.progress = Progress(
+            cfg.num_policies, cfg.stats_avg, self.start_time, cfg.train_for_env_steps, cfg.train_for_seconds
+        )
         self.train_window = TrainWindow(cfg.num_policies)
         self.staleness = StalenessTally(cfg.num_policies)
         self.records = ProfileRecords(experiment.dir / SERIES_FILE)
@@ -231,7 +233,7 @@ class Runner(Component):
         fps = progress.sample_fps(now)
         recent = {p: self.staleness.take_recent(p) for p in progress.env_steps}
         bound = self.live.progress(self._progress_record(now, fps, recent))
-        log.info("%s%s", progress.progress_line(fps), bound)
+        log.info("%s%s", progress.progress_line(fps, now), bound)
         for p in progress.env_steps:
             reward = round(progress.avg_reward(p), 3)
             scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": reward}
@@ -313,5 +315,6 @@ class Runner(Component):
             log.info("timeline of every process: %s", path)
         self._write_output("summary.json", summary)
         self.experiment.close()
+        log.info("%s", self.progress.finished_line(summary["status"], self.experiment.dir, summary["wall_time_s"]))
         log.info("Collected %s, FPS: %.1f", dict(self.progress.env_steps), summary["fps"])
         return summary

@@ -107,6 +107,8 @@ def run_serial(
                 profile.end()
             if runner.stop_status is None:
                 runner.stop_status = "interrupted" if stop_event.is_set() else "error"
+                if stop_event.is_set():
+                    log.info("interrupted (SIGINT or SIGTERM): stopping with a final checkpoint, then the profiles")
             for name, message in loop.stop_components():
                 log.error("%s failed while stopping:\n%s", name, message)
                 if runner.stop_status != "error":  # the final checkpoint did not save: the run failed
