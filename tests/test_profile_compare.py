@@ -155,3 +155,44 @@ def test_runs_of_the_same_command_are_quiet_in_9_of_10(tmp_path):
     runs = [run_case(SLEEPY, str(tmp_path), f"same{i}") for i in range(11)]
     quiet = [not compare(load_experiment(a), load_experiment(b)).marked for a, b in zip(runs, runs[1:])]
     assert sum(quiet) >= 9, quiet
+
+
+def test_the_diff_leads_with_the_fps_then_the_marked_keys_that_moved_the_most_time():
+    """The FPS first, whatever moved; marked keys before the rest, each group by the seconds per frame it moved (a
+    key that went from 0.2 to 2 us/frame sorts below one that went from 20 to 30), memory last; values with units."""
+    from sf.analysis.compare import Comparison, DiffRow, format_text, ordered
+
+    rows = [
+        DiffRow("Learner 0/loop_overhead/serialize", "s/frame", 0.2e-6, 2e-6, 9.0, 0.1, True),
+        DiffRow("Learner 0/peak_rss_bytes", "bytes", 300 * 2**20, 450 * 2**20, 0.5, 0.1, True),
+        DiffRow("RolloutWorker_w0/env_step", "s/frame", 20e-6, 30e-6, 0.5, 0.1, True),
+        DiffRow("RolloutWorker_w0/wait_actions", "s/frame", 5e-6, 50e-6, 9.0, 0.1, False),
+        DiffRow("fps", "frames/s", 1000.0, 1410.0, 0.41, 0.25, False, None, 0.2),
+    ]
+    assert [r.key for r in ordered(rows)] == [
+        "fps",
+        "RolloutWorker_w0/env_step",
+        "Learner 0/loop_overhead/serialize",
+        "Learner 0/peak_rss_bytes",
+        "RolloutWorker_w0/wait_actions",
+    ]
+    lines = format_text(Comparison("base", "run", rows)).splitlines()
+    assert lines[2] == (
+        "FPS: 1,410 frames/s against 1,000 frames/s, +41%: within run-to-run noise (25%, most of it from how long "
+        "each run's processes waited for a core)"
+    )
+    assert lines[6].split() == ["fps", "1,000", "frames/s", "1,410", "frames/s", "+41%", "25%"]
+    assert lines[7].split() == ["*", "RolloutWorker_w0/env_step", "20", "µs/frame", "30", "µs/frame", "+50%", "10%"]
+    assert "300.0 MiB" in lines[9] and "450.0 MiB" in lines[9]
+
+
+def test_the_diff_chart_skips_keys_only_one_run_has_without_a_warning(tmp_path):
+    import warnings
+
+    from sf.analysis.charts import ChangeBar, change_bars
+
+    rows = [ChangeBar("new key", float("inf"), 0.0, True), ChangeBar("env_step", 0.2, 0.05, True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        change_bars(rows, tmp_path / "compare.png")
+    assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"

@@ -2,6 +2,7 @@
 on a hand-made experiment, and the outputs (text, JSON, HTML with inline charts, PNGs)."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -250,3 +251,35 @@ def test_a_wait_on_a_component_of_the_same_process_says_so():
         component("InferenceWorker_p0-w0", "InferenceWorker", 8, "wait_requests"),
     ]
     assert {w.waiting_for for w in wait_lines(apart)} == {"inference workers", "rollout workers"}
+
+
+def test_the_frame_rate_chart_of_a_run_shorter_than_one_span_has_a_point(tmp_path):
+    """Snapshots 1.5 s apart over 3 s, under the 5 s each point spans: one point over the whole span, so the panel
+    draws what the busy-share panel beside it draws from, instead of saying there is nothing."""
+    from sf.analysis.report_html import line_chart, over_time
+    from sf.analysis.run_data import Experiment
+    from sf.profiling.series import Snapshot
+
+    tree = {"train": node(0.5), "wait_batch": node(0.5)}
+    snaps = [
+        Snapshot(t, frames, 1, final, 1.0, 0.0, 2, tree, lifetime)
+        for t, frames, final, lifetime in ((1.0, 1000, False, 1.0), (2.5, 4000, False, 2.5), (4.0, 7000, True, 4.0))
+    ]
+    experiment = Experiment(tmp_path, [], {}, {}, {"Learner 0": snaps})
+    fps, _ = over_time(experiment)
+    assert fps == {"frames per second (1.0 s to 4.0 s)": [(2.5, 2000.0)]}
+    assert "<circle" in line_chart("Frame rate over the run", fps, "frames/s")
+
+
+def test_the_pngs_draw_in_the_colours_of_the_page(tmp_path):
+    """report_activity.png's work, wait and loop-overhead bars in the colours the page's bars and legend use."""
+    import matplotlib.image
+
+    from sf.analysis.charts import ActivityBar, activity_bars
+    from sf.analysis.report_html import legend
+
+    path = activity_bars([ActivityBar("Learner 0", 0.5, 0.3, 0.2)], "verdict: learner-bound", tmp_path / "a.png")
+    pixels = {tuple(int(round(255 * c)) for c in px[:3]) for row in matplotlib.image.imread(path) for px in row}
+    for colour in re.findall(r"background:(#[0-9a-f]{6})", legend()):
+        rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert rgb in pixels, colour

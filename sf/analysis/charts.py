@@ -5,12 +5,15 @@ matplotlib (extra `profiling`) is imported on the first chart, so reading and re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-COLORS = {"work": "#4c72b0", "wait": "#dd8452", "loop overhead": "#8c8c8c"}
-MARKED = "#c44e52"
+# the colours of report.html and compare.html, so that a chart and the page it sits beside read alike
+COLORS = {"work": "#2e7d32", "wait": "#e0a800", "loop overhead": "#8e44ad"}
+MARKED = "#cf222e"
+UNMARKED = "#8c959f"
 
 
 class ActivityBar(NamedTuple):
@@ -87,6 +90,8 @@ def share_bars(items: Sequence[ShareBar], xlabel: str, path: Path) -> Path:
 def change_bars(rows: Sequence[ChangeBar], path: Path, top: int = 25) -> Path:
     """Relative change of the largest keys; marked changes (beyond noise) in red, with the noise band as error bars."""
     plt = _pyplot()
+    # a key only one run has changed by "new" (infinitely): no bar can draw it, the table lists it
+    rows = [r for r in rows if math.isfinite(r.change) and math.isfinite(r.noise)]
     rows = sorted(rows, key=lambda r: (not r.marked, -abs(r.change)))[:top]
     rows.reverse()
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.2))
@@ -94,7 +99,7 @@ def change_bars(rows: Sequence[ChangeBar], path: Path, top: int = 25) -> Path:
         [r.key for r in rows],
         [100 * r.change for r in rows],
         xerr=[100 * r.noise for r in rows],
-        color=[MARKED if r.marked else COLORS["loop overhead"] for r in rows],
+        color=[MARKED if r.marked else UNMARKED for r in rows],
         error_kw={"elinewidth": 0.8, "capsize": 2},
     )
     ax.axvline(0, color="black", linewidth=0.8)

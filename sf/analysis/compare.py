@@ -61,6 +61,7 @@ class DiffRow:
     noise: float  # relative, one standard deviation of the difference
     marked: bool
     process_change: float | None = None  # the median change of its process's other work keys
+    load: float = 0.0  # the part of the noise that the runs' different waits for a core explain
 
 
 @dataclass
@@ -247,10 +248,57 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load**2 + common**2)
         relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
-        rows.append(
-            DiffRow(key[0], key[1], a.value, b.value, change, noise, marked, None if move is None else move - 1.0)
-        )
+        process_change = None if move is None else move - 1.0
+        rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked, process_change, load))
     return Comparison(str(baseline.path), str(run.path), rows)
+
+
+def value_text(value: float | None, unit: str) -> str:
+    """A value with its unit: `23,877 frames/s`, `7.95 µs/frame`, `1.2 ms/frame`, `245.8 MiB`."""
+    if value is None:
+        return "-"
+    if unit == "frames/s":
+        return f"{value:,.0f} frames/s"
+    if unit == "bytes":
+        return f"{value / 2**20:,.1f} MiB"
+    if unit.endswith("s/frame"):
+        if value >= 1e-3:
+            return f"{value * 1e3:.3g} ms/frame"
+        return f"{value * 1e6:.3g} µs/frame"
+    return f"{value:.4g} {unit}"
+
+
+def _change_text(row: DiffRow) -> str:
+    return f"{row.change:+.0%}" if math.isfinite(row.change) else "new"
+
+
+def fps_line(comparison: Comparison) -> str:
+    """The headline: the frame rate against the baseline's, and whether the change is beyond run-to-run noise."""
+    fps = next((r for r in comparison.rows if r.key == "fps"), None)
+    if fps is None or fps.a is None or fps.b is None:
+        return "FPS: not in both runs"
+    judged = "beyond" if fps.marked else "within"
+    why = ""
+    if fps.load > 0.5 * fps.noise:
+        why = ", most of it from how long each run's processes waited for a core"
+    return (
+        f"FPS: {value_text(fps.b, fps.unit)} against {value_text(fps.a, fps.unit)}, {_change_text(fps)}: "
+        f"{judged} run-to-run noise ({fps.noise:.0%}{why})"
+    )
+
+
+def _moved(row: DiffRow) -> float:
+    """How much a row moved in its own unit per frame (time keys: seconds per frame), for the order of the table."""
+    return abs((row.b or 0.0) - (row.a or 0.0))
+
+
+def ordered(rows: list[DiffRow]) -> list[DiffRow]:
+    """The FPS first; then marked keys before the rest; within each, the time keys by the seconds per frame they
+    moved (what a change costs the frame rate), then memory."""
+    return sorted(
+        rows,
+        key=lambda r: (r.key != "fps", not r.marked, r.unit == "bytes", -_moved(r) if r.unit != "bytes" else 0.0),
+    )
 
 
 def format_text(comparison: Comparison, top: int = 30) -> str:
@@ -258,23 +306,16 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
     lines = [
         f"sf profile diff: {comparison.run}",
         f"baseline:        {comparison.baseline}",
-        f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *)",
+        fps_line(comparison),
+        f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *); the FPS first, then "
+        "the keys that moved the most time per frame",
         "",
-        f"  {'key':<56} {'baseline':>11} {'this run':>11} {'change':>8} {'process':>8} {'noise':>7}",
+        f"  {'key':<56} {'baseline':>16} {'this run':>16} {'change':>8} {'process':>8} {'noise':>7}",
     ]
-    shown = sorted(
-        comparison.rows,
-        key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9),
-    )
-
-    def fmt(v: float | None) -> str:
-        return "-" if v is None else f"{v:.4g}"
-
-    for r in shown[:top]:
-        change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
+    for r in ordered(comparison.rows)[:top]:
         process = "" if r.process_change is None else f"{r.process_change:+.0%}"
         lines.append(
-            f"{'*' if r.marked else ' '} {r.key:<56} {fmt(r.a):>11} {fmt(r.b):>11} {change:>8} {process:>8} "
-            f"{r.noise:>6.0%}"
+            f"{'*' if r.marked else ' '} {r.key:<56} {value_text(r.a, r.unit):>16} {value_text(r.b, r.unit):>16} "
+            f"{_change_text(r):>8} {process:>8} {r.noise:>6.0%}"
         )
     return "\n".join(lines)

@@ -13,13 +13,14 @@ import math
 from pathlib import Path
 
 from sf.analysis.advice import advise
+from sf.analysis.charts import COLORS, MARKED, UNMARKED
+from sf.analysis.compare import fps_line, ordered, value_text
 from sf.analysis.report import WAITED_ON, Report
 from sf.analysis.run_data import Experiment, subtract_trees
 from sf.profiling.live_feed import read_records
 from sf.profiling.series import snapshot_from_record
 from sf.utils.roles import Role, role_of
 
-COLORS = {"work": "#2e7d32", "wait": "#e0a800", "loop": "#8e44ad"}
 FPS_SPAN_S = 5.0
 OPENERS = (  # how to open each profiler's output (docs/profiling.md, "Outputs and viewers")
     (".pt.trace.json", "a torch trace: ui.perfetto.dev or chrome://tracing"),
@@ -109,7 +110,11 @@ def cell(text, value=None, num: bool = False) -> str:
 
 
 def stacked_bar(work: float, wait: float, loop: float) -> str:
-    parts = [(work, COLORS["work"], "work"), (wait, COLORS["wait"], "wait"), (loop, COLORS["loop"], "loop overhead")]
+    parts = [
+        (work, COLORS["work"], "work"),
+        (wait, COLORS["wait"], "wait"),
+        (loop, COLORS["loop overhead"], "loop overhead"),
+    ]
     spans = "".join(
         f'<span style="width:{100 * v:.1f}%;background:{c}" title="{t} {v:.0%}"></span>' for v, c, t in parts if v > 0
     )
@@ -130,7 +135,7 @@ def legend() -> str:
             for k, label in (
                 ("work", "work"),
                 ("wait", "waiting"),
-                ("loop", "loop overhead"),
+                ("loop overhead", "loop overhead"),
             )
         )
         + "</div>"
@@ -145,7 +150,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
     w, h, left, right, top, bottom = 540, 230, 52, 12, 26, 34
     points = [p for s in series.values() for p in s]
     if not points:
-        return f"<div><h3>{esc(title)}</h3><p class=muted>no snapshots to draw</p></div>"
+        return f"<div><h3>{esc(title)}</h3><p class=muted>no two snapshots of a component to draw from</p></div>"
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     y1 = max(max(p[1] for p in points), 1e-9)
     y1 = 1.0 if percent else _nice(y1)
@@ -224,7 +229,13 @@ def over_time(experiment: Experiment) -> tuple[dict, dict]:
             b = next((b for b in snaps[i + 1 :] if b.t - a.t >= FPS_SPAN_S), None)
             if b is not None:
                 points.append(((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t)))
-        fps[f"frames per second (over {FPS_SPAN_S:g} s)"] = points
+        if points:
+            fps[f"frames per second (over {FPS_SPAN_S:g} s)"] = points
+        elif len(longest[1]) >= 2 and longest[1][-1].t > longest[1][0].t:  # a run shorter than one span: one point
+            a, b = longest[1][0], longest[1][-1]
+            fps[f"frames per second ({a.t:.1f} s to {b.t:.1f} s)"] = [
+                ((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t))
+            ]
     for name, snaps in series.items():
         if role_of(name) == Role.RUNNER:
             continue
@@ -487,7 +498,7 @@ def diff_chart(rows, top: int = 20) -> str:
         y = i * row_h + 4
         noise = 2 * r.noise * scale
         x = mid + min(0.0, r.change) * scale
-        color = "#cf222e" if r.marked else "#8c959f"
+        color = MARKED if r.marked else UNMARKED
         parts.append(
             f'<rect x="{mid - noise:.1f}" y="{y}" width="{2 * noise:.1f}" height="{row_h - 6}" fill="#eaeef2"/>'
             f'<rect x="{x:.1f}" y="{y + 3}" width="{abs(r.change) * scale:.1f}" height="{row_h - 12}" fill="{color}">'
@@ -500,35 +511,22 @@ def diff_chart(rows, top: int = 20) -> str:
 
 
 def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
-    def fmt(value) -> str:
-        return "-" if value is None else f"{value:.4g}"
-
     marked = comparison.marked
     rows = []
-    for r in sorted(
-        comparison.rows,
-        key=lambda r: (not r.marked, r.key != "fps", -abs(r.change) if math.isfinite(r.change) else -1e9),
-    ):
+    for r in ordered(comparison.rows):
         change = f"{r.change:+.0%}" if math.isfinite(r.change) else "new"
         rows.append(
             f'<tr class="{"marked" if r.marked else ""}">'
             + cell("*" if r.marked else "", int(r.marked))
             + cell(f"<code>{esc(r.key)}</code>", r.key)
-            + cell(esc(r.unit))
-            + cell(fmt(r.a), -1 if r.a is None else r.a, True)
-            + cell(fmt(r.b), -1 if r.b is None else r.b, True)
+            + cell(esc(value_text(r.a, r.unit)), -1 if r.a is None else r.a, True)
+            + cell(esc(value_text(r.b, r.unit)), -1 if r.b is None else r.b, True)
             + cell(change, r.change, True)
             + cell("" if r.process_change is None else f"{r.process_change:+.0%}", r.process_change or 0.0, True)
             + cell(f"{r.noise:.0%}", r.noise, True)
             + "</tr>"
         )
-    fps = next((r for r in comparison.rows if r.key == "fps"), None)
-    fps_line = (
-        f"FPS over each run's steady window: {fps.a:,.0f} (baseline) to {fps.b:,.0f} "
-        f"({fps.change:+.0%}, noise {fps.noise:.0%})"
-        if fps and fps.a and fps.b
-        else ""
-    )
+    headline = fps_line(comparison)
     marked_items = "".join(
         f"<li><code>{esc(r.key)}</code> {r.change:+.0%}</li>"
         if math.isfinite(r.change)
@@ -539,7 +537,6 @@ def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
     headers = [
         ("", False),
         ("key", False),
-        ("unit", False),
         ("baseline", True),
         ("this run", True),
         ("change", True),
@@ -551,11 +548,11 @@ def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
 <div class="muted">this run <code>{esc(comparison.run)}</code> · baseline <code>{esc(comparison.baseline)}</code></div>
 <div class="hero">
   <div class="card">
-    <p class="verdict">{len(marked)} of {len(comparison.rows)} keys changed</p>
+    <p class="verdict">{esc(headline)}</p>
+    <p>{len(marked)} of {len(comparison.rows)} keys changed</p>
     <p class="why">beyond run-to-run noise (marked *: the change exceeds twice the noise and 15 %, and the key takes
     at least 2 % of its component's time). Waits are listed, never marked: a wait per frame moves whenever anything
     else does.</p>
-    <p>{esc(fps_line)}</p>
     <p>Verdicts: this run <b>{esc(advise(run).headline())}</b> · baseline <b>{esc(advise(baseline).headline())}</b></p>
   </div>
   <div class="card">
