@@ -89,6 +89,38 @@ def test_a_serial_run_on_idle_cores_is_advised_to_run_parallel():
     assert move.to == "False" and move.fps_gain == pytest.approx(0.9 / 0.35 - 1)
 
 
+def test_a_serial_run_on_a_machine_other_programs_keep_busy_is_not_advised_to_run_parallel():
+    """The run above, with the machine's cores busy 1.9 of 2 over the window (`/proc/stat`), 0.1 of them this run's
+    process: other programs took 1.8, and splitting the run over processes would find no core for them."""
+    rollout = {"env_step": node(0.6), "enqueue_policy_requests": node(0.4)}
+    components = [
+        activity("RolloutWorker_w0", "RolloutWorker", 1, 2.0, rollout, 0.2, 2.0),
+        activity("InferenceWorker_p0-w0", "InferenceWorker", 1, 2.0, {"one_step": node(0.4)}, 0.2, 2.0),
+        activity("Learner 0", "Learner", 1, 2.0, {"train": node(0.4)}, 0.2, 2.0),
+    ]
+    config = CONFIG | {"serial_mode": True}
+    busy = Experiment(Path("."), components, {}, config, frames=1000, fps=500.0, machine_cores=1.9)
+    assert not [m for m in advise(busy).moves if m.flag == "--serial_mode"]
+    quiet = Experiment(Path("."), components, {}, config, frames=1000, fps=500.0, machine_cores=0.1)
+    (move,) = [m for m in advise(quiet).moves if m.flag == "--serial_mode"]
+    assert "1.9 of 2 cores idle" in move.why and "other programs" not in move.why and "upper bound" in move.why
+    half = Experiment(Path("."), components, {}, config, frames=1000, fps=500.0, machine_cores=0.6)
+    (move,) = [m for m in advise(half).moves if m.flag == "--serial_mode"]
+    assert "1.4 of 2 cores idle (other programs kept 0.5 busy)" in move.why
+
+
+def test_the_headline_of_a_serial_run_says_how_the_process_and_the_kind_are_both_busy():
+    """One process busy 0.9 of its time: simulation 0.5, messages 0.2, the learner 0.2. `simulation-bound 90 %` would
+    read as a simulator 90 % busy; the headline gives both shares."""
+    rollout = {"env_step": node(1.0), "enqueue_policy_requests": node(0.4)}
+    components = [
+        activity("RolloutWorker_w0", "RolloutWorker", 1, 2.0, rollout, 1.8, 2.0),
+        activity("Learner 0", "Learner", 1, 2.0, {"train": node(0.4)}, 1.8, 2.0),
+    ]
+    advice = advise(Experiment(Path("."), components, {}, CONFIG | {"serial_mode": True}, frames=1000, fps=500.0))
+    assert advice.headline() == "simulation-bound: one process busy 90 %, simulation 50 %"
+
+
 def test_a_machine_busy_with_other_work_offers_no_cores_for_more_workers():
     """The simulation-bound case, but the rollout processes waited for a core 70 % of the time: the CPU they wanted
     fills the two cores, so more workers would buy nothing and are not advised."""

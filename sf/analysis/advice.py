@@ -74,9 +74,18 @@ class Advice:
         return self.verdict.limiting.startswith("all ")
 
     def headline(self) -> str:
-        """`learner-bound 93 %`: the verdict and how busy the part that sets the rate is (the cores, when they do)."""
-        share = f"{min(self.bound, 1.0):.0%}".replace("%", " %")
-        return f"{self.verdict.kind}-bound, cores {share}" if self.cores_bound else f"{self.verdict.kind}-bound {share}"
+        """`learner-bound 93 %`: the verdict and how busy the part that sets the rate is (the cores, when they do).
+        Where that part spends much of its time on other kinds of work (every kind, in a serial run), both shares:
+        `learner-bound: one process busy 95 %, learner 55 %`, the learner being the largest part of what keeps the
+        one process busy."""
+        kind = self.verdict.kind
+        share = _pct(self.bound)
+        if self.cores_bound:
+            return f"{kind}-bound, cores {share}"
+        if self.verdict.kind_busy < SHARED_PART * min(self.bound, 1.0):
+            where = _group_words(self.verdict.limiting)
+            return f"{kind}-bound: {where} busy {share}, {kind} {_pct(self.verdict.kind_busy)}"
+        return f"{kind}-bound {share}"
 
     def limit_line(self) -> str:
         """The limit in a few words, consistent with the headline."""
@@ -88,6 +97,26 @@ class Advice:
         if self.verdict.limiting == SERIAL:
             return f"{SERIAL} busy {min(self.bound, 1.0):.0%}, every component on one core"
         return f"{self.verdict.limiting} busy {min(self.bound, 1.0):.0%}; the others wait for it"
+
+
+SHARED_PART = 0.75  # below this share of the limit's busy time, the headline names the kind's own share too
+
+
+def _pct(value: float) -> str:
+    return f"{min(value, 1.0):.0%}".replace("%", " %")
+
+
+def _group_words(label: str) -> str:
+    """A process group as the headline names it."""
+    if label == SERIAL:
+        return "one process"
+    if "RolloutWorker" in label:
+        return "rollout processes"
+    if "Learner" in label:
+        return "the learner's process"
+    if "InferenceWorker" in label:
+        return "inference processes"
+    return label
 
 
 def _cores(experiment: Experiment) -> int | None:
@@ -105,13 +134,13 @@ def _scaled(load: ProcessLoad, count: int) -> ProcessLoad:
     )
 
 
-def _gain(now: float, loads: list[ProcessLoad], cores: int | None, speedups: dict | None = None) -> tuple[float, str]:
+def _gain(now: float, loads: list[ProcessLoad], cores: float | None, speedups: dict | None = None) -> tuple[float, str]:
     after, limit = bound(loads, cores, speedups or {})
     return (now / after - 1 if after > 0 else math.inf), limit
 
 
 def _more_processes(
-    loads: list[ProcessLoad], cores: int | None, now: float, label: str, flag: str, current: int, why: str
+    loads: list[ProcessLoad], cores: float | None, now: float, label: str, flag: str, current: int, why: str
 ) -> Move | None:
     """The smallest count, up to MAX_SCALE times the current one, that gets 90 % of what the model says more
     processes of group `label` could buy."""
@@ -132,9 +161,22 @@ def _more_processes(
     return Move(flag, str(current), str(count), gain, limit, why)
 
 
-def _idle_cores(cores: int | None, wanted: float | None) -> str:
-    """Cores neither used by the run nor wanted by its processes while they waited for one."""
-    return f"{max(0.0, cores - wanted):.1f} of {cores} cores idle" if cores and wanted is not None else "cores idle"
+def _idle_cores(cores: int | None, capacity: float | None, wanted: float | None, others: float) -> str:
+    """Cores neither used by the run, nor wanted by its processes while they waited for one, nor kept busy by other
+    programs."""
+    if not cores or capacity is None or wanted is None:
+        return "cores idle"
+    busy_elsewhere = f" (other programs kept {others:.1f} busy)" if others >= 0.05 else ""
+    return f"{max(0.0, capacity - wanted):.1f} of {cores} cores idle{busy_elsewhere}"
+
+
+def others_cores(experiment: Experiment) -> float:
+    """Cores other programs kept busy over the window: the machine's busy cores less this run's processes' CPU
+    (each process once). 0 where the series has no machine-wide figure."""
+    if experiment.machine_cores is None:
+        return 0.0
+    ours = {c.pid: c.cpu_s / c.wall_s for c in experiment.components if c.cpu_s is not None and c.wall_s}
+    return max(0.0, experiment.machine_cores - sum(ours.values()))
 
 
 def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
@@ -150,11 +192,16 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     # moves are priced on the CPU each process wanted: what it used plus the time it was runnable but waited for a
     # core. On a machine busy with other work, or with more processes than cores, that time is no idle capacity.
     loads = [replace(g, cpu=None if g.cpu is None else g.cpu + g.run_delay) for g in loads]
-    now, _ = bound(loads, cores, {})
     wanted = sum(g.count * g.cpu for g in loads) if all(g.cpu is not None for g in loads) else None
+    # and on the cores other programs left: on a shared machine a core this run did not use was often not idle
+    others = others_cores(experiment)
+    machine_cores = cores
+    if cores and others:
+        cores = round(max(cores - others, wanted or 0.0), 1)
+    now, _ = bound(loads, cores, {})
     moves: list[Move] = []
     busiest = max(loads, key=lambda g: g.demand)
-    idle = _idle_cores(cores, wanted)
+    idle = _idle_cores(machine_cores, cores, wanted, others)
     if cfg.get("serial_mode"):
         if cores and cores > 1 and wanted is not None and wanted < 0.75 * cores:
             moves.append(_parallel(experiment, now, cores, idle))
@@ -209,7 +256,7 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     return advice
 
 
-def _placement(loads: list[ProcessLoad], cores: int | None, now: float, cfg: dict) -> Move | None:
+def _placement(loads: list[ProcessLoad], cores: float | None, now: float, cfg: dict) -> Move | None:
     """Inference into the rollout processes (no messages per step), or out of them (one batched process)."""
     rollout = next((g for g in loads if g.label == "RolloutWorker"), None)
     apart = next((g for g in loads if g.label == "InferenceWorker"), None)
@@ -263,7 +310,7 @@ def _placement(loads: list[ProcessLoad], cores: int | None, now: float, cfg: dic
 
 
 def _learner_moves(
-    experiment: Experiment, loads: list[ProcessLoad], cores: int | None, now: float, cfg: dict
+    experiment: Experiment, loads: list[ProcessLoad], cores: float | None, now: float, cfg: dict
 ) -> list[Move]:
     group = next((g for g in loads if "Learner" in g.label), None)
     learners = [c for c in experiment.components if c.role == Role.LEARNER]
@@ -303,7 +350,7 @@ def _learner_moves(
     return moves
 
 
-def _parallel(experiment: Experiment, now: float, cores: int, idle: str) -> Move | None:
+def _parallel(experiment: Experiment, now: float, cores: float, idle: str) -> Move | None:
     """A serial run (one process, one core at most) split into the parallel layout's groups: rollout workers with
     their inference in `--num_workers` processes, learner and batcher in one."""
     workers = int(experiment.config.get("num_workers") or 1)
@@ -338,7 +385,7 @@ def _parallel(experiment: Experiment, now: float, cores: int, idle: str) -> Move
         ProcessLoad("Batcher + Learner", 1, learner, None if cpu is None else cpu * (1 - share), 0.0),
     ]
     gain, limit = _gain(now, groups, cores)
-    if gain < MIN_GAIN:
+    if gain < OPTIMISTIC_MIN_GAIN:
         return None
     return Move(
         "--serial_mode",
@@ -346,6 +393,6 @@ def _parallel(experiment: Experiment, now: float, cores: int, idle: str) -> Move
         "False",
         gain,
         limit,
-        f"one process uses one core at most, {idle}; rollout workers and learner in processes of their own "
-        "(messages between them not counted)",
+        f"one process uses one core at most, {idle}; rollout workers and learner in processes of their own (an upper "
+        "bound: the messages between them and the processes' start are not counted)",
     )

@@ -67,6 +67,7 @@ class Verdict:
     evidence: list[str]
     what_if: list[WhatIf]  # every kind, best first
     explanation: str = ""  # one sentence joining the kind and the limit: the report's "rate limited by" line
+    kind_busy: float = 0.0  # the share of its time the limiting group spends on the verdict's kind
 
 
 def cpu_by_kind(loads: list[ProcessLoad]) -> dict[str, float]:
@@ -195,7 +196,7 @@ def _speedup(speedups: dict, label: str, kind: str) -> float:
     return speedups.get((label, kind), speedups.get(kind, 1.0))
 
 
-def bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple[float, str]:
+def bound(loads: list[ProcessLoad], cores: float | None, speedups: dict) -> tuple[float, str]:
     """The model's B (or B' with each kind's seconds divided by its entry in `speedups`: keyed by kind, or by
     (process group, kind) where a change sped the same kind up differently in different processes) and what attains
     it."""
@@ -216,7 +217,7 @@ def bound(loads: list[ProcessLoad], cores: int | None, speedups: dict) -> tuple[
     if cpu_known and cores:
         demand = cpu_total / cores
         if demand > best:
-            best, limit = demand, f"all {cores} cores"
+            best, limit = demand, f"all {cores:g} cores"
     return best, limit
 
 
@@ -252,7 +253,9 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
             f"CPU: {shown:.2f} of {cores} cores in use ({shown / cores:.0%})"
             + (f"; {used:.2f} measured, more than the machine has" if used > cores + 0.005 else "")
         )
-    return Verdict(kind, limiting, evidence, what_if, explain(kind, limiting, loads, cores))
+    return Verdict(
+        kind, limiting, evidence, what_if, explain(kind, limiting, loads, cores), limiting_busy.get(kind, 0.0)
+    )
 
 
 def group_kind_per_frame(experiment: Experiment) -> dict[tuple[str, str], float]:

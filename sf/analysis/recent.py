@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sf.analysis.run_data import WORKING_ROLES, Experiment, window_activity
+from sf.analysis.run_data import WORKING_ROLES, Experiment, machine_cores, window_activity
 from sf.profiling.series import Snapshot
 from sf.utils.roles import Role, role_of
 
@@ -38,7 +38,7 @@ def recent_experiment(
     one with fewer than two in all is left out (`waiting_for` names it). None until every working role present
     (rollout workers, inference workers, learners) has a component with a window. FPS comes from the frame counter
     over the longest span."""
-    components, rates = [], []
+    components, rates, machine = [], [], None
     for name, snaps in series.items():
         if role_of(name) == Role.RUNNER:
             continue
@@ -48,12 +48,13 @@ def recent_experiment(
         a, b = pair
         components.append(window_activity(name, b.pid, a, b))
         rates.append((b.frames - a.frames, b.t - a.t))
+        machine = machine if machine is not None else machine_cores(a, b)
     present = {c.role for c in components}
     if not components or any(role_of(name) in WORKING_ROLES and role_of(name) not in present for name in series):
         return None
     frames, span = max(rates, key=lambda r: r[1])
     fps = frames / span if span > 0 else 0.0
-    return Experiment(Path(path), components, summary or {}, config or {}, series, frames, fps)
+    return Experiment(Path(path), components, summary or {}, config or {}, series, frames, fps, machine_cores=machine)
 
 
 def waiting_for(series: dict[str, list[Snapshot]], experiment: Experiment | None) -> list[str]:

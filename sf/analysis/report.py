@@ -80,6 +80,7 @@ class Report:
     fps_figures: list[FpsFigure] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    serial: bool = False  # every component in one process (--serial_mode)
 
     def to_json(self) -> dict:
         return finite_json(asdict(self))
@@ -121,8 +122,12 @@ def component_row(c: ComponentActivity) -> ComponentRow:
     )
 
 
-def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
-    """Per role, its main wait and whom that wait is for, averaged over the role's components."""
+SERIAL_WAITS = "one process: the components take turns, so each one waits while the others work"
+
+
+def wait_lines(components: list[ComponentActivity], serial: bool = False) -> list[WaitLine]:
+    """Per role, its main wait and whom that wait is for, averaged over the role's components. In a serial run
+    every wait is the others' turn in the one process, which the heading says once (`SERIAL_WAITS`)."""
     lines = []
     roles: dict[str, list[ComponentActivity]] = {}
     for c in components:
@@ -139,7 +144,7 @@ def wait_lines(components: list[ComponentActivity]) -> list[WaitLine]:
         waiting_for = WAITED_ON.get(key, key[len(WAIT_PREFIX) :])
         waited = WAITED_ROLE.get(key)
         hosts = {c.pid for c in components if waited is not None and c.role == waited}
-        if hosts and all(c.pid in hosts for c in members):  # e.g. inference inside each rollout worker's process
+        if not serial and hosts and all(c.pid in hosts for c in members):  # inference inside each rollout worker
             waiting_for += ", in its own process"
         lines.append(WaitLine(str(role), len(members), idle, waiting_for, key))
     return lines
@@ -174,17 +179,19 @@ def build_report(experiment: Experiment) -> Report:
         )
     components = sorted(experiment.components, key=lambda c: (c.role == Role.RUNNER, str(c.role), c.name))
     advice = advise(experiment)
+    serial = bool(experiment.config.get("serial_mode"))
     return Report(
         str(experiment.path),
         window,
         experiment.fps,
         [component_row(c) for c in components],
-        wait_lines(experiment.components),
+        wait_lines(experiment.components, serial),
         advice.verdict,
         advice.headline(),
         fps_figures(experiment, steady),
         advice.moves,
         [f.line() for f in check(experiment)],
+        serial,
     )
 
 
@@ -206,7 +213,7 @@ def format_text(report: Report) -> str:
             f"{row.name:<24} {row.lifetime_s:>8.1f}s {row.work:>6.0%} {row.wait:>6.0%} {row.overhead:>6.0%}  {spots}"
         )
     lines.append("")
-    lines.append("who waits on whom:")
+    lines.append(f"who waits on whom ({SERIAL_WAITS}):" if report.serial else "who waits on whom:")
     for w in report.waits:
         who = f"{w.role} (x{w.count})" if w.count > 1 else w.role
         lines.append(f"  {who} idle {w.idle:.0%}, waiting for {w.waiting_for} ({w.key})")

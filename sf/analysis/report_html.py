@@ -15,7 +15,7 @@ from pathlib import Path
 from sf.analysis.advice import advise
 from sf.analysis.charts import COLORS, MARKED, UNMARKED
 from sf.analysis.compare import fps_line, ordered, value_text
-from sf.analysis.report import WAITED_ON, Report
+from sf.analysis.report import SERIAL_WAITS, WAITED_ON, Report
 from sf.analysis.run_data import Experiment, subtract_trees
 from sf.profiling.live_feed import read_records
 from sf.profiling.series import snapshot_from_record
@@ -453,6 +453,7 @@ def report_page(report: Report, experiment: Experiment, out: Path) -> str:
 {legend()}
 {components}
 <h2>Who waits on whom</h2>
+{f'<p class="muted">{esc(SERIAL_WAITS)}</p>' if report.serial else ""}
 {table([("component", False), ("idle", True), ("waiting for", False), ("key", False)], wait_rows)}
 <h2>Over the run</h2>
 {charts}

@@ -48,6 +48,14 @@ class Experiment:
     frames: int = 0  # frames in the window the activity covers
     fps: float = 0.0  # frames per second over that window (or the run's steady FPS)
     span: tuple[float, float] | None = None  # the window on the runner's clock (seconds since start), if steady
+    machine_cores: float | None = None  # cores the whole machine kept busy over the window, every program's
+
+
+def machine_cores(a: Snapshot, b: Snapshot) -> float | None:
+    """Cores the whole machine kept busy between two snapshots (this run's processes and every other program)."""
+    if a.machine_busy_s is None or b.machine_busy_s is None or b.t <= a.t:
+        return None
+    return max(0.0, b.machine_busy_s - a.machine_busy_s) / (b.t - a.t)
 
 
 def did_not_run(c: ComponentActivity) -> bool:
@@ -134,7 +142,11 @@ def load_experiment(path: str | Path) -> Experiment:
         frames = sum(int(v) for v in summary.get("env_frames", {}).values())
         fps = summary.get("fps_steady") or summary.get("fps") or 0.0
     span = (min(edges), max(edges)) if edges else None
-    return Experiment(path, components, summary, config, series, frames, fps, span)
+    longest = max((snaps for name, snaps in series.items() if role_of(name) != Role.RUNNER), key=len, default=[])
+    pair = next((windows[n] for n in series if use_windows and windows.get(n)), None)
+    pair = pair or ((longest[0], longest[-1]) if len(longest) >= 2 else None)
+    machine = machine_cores(*pair) if pair else None
+    return Experiment(path, components, summary, config, series, frames, fps, span, machine)
 
 
 def window_activity(name: str, pid: int, a: Snapshot, b: Snapshot) -> ComponentActivity:

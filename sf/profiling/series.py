@@ -31,6 +31,18 @@ def process_clock(pid: int) -> tuple[float, float] | None:
     return cpu, delay
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy since boot, every program's (`/proc/stat`); None off Linux. Over a
+    window it says how much of the cores other programs took, which a layout move cannot count on."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def snapshot_record(t: float, frames: int, entry: dict, final: bool) -> dict:
     """One line of the series. entry: a profile.json entry ({name, pid, tree} and, where sent, resources, activity
     and node)."""
@@ -46,6 +58,7 @@ def snapshot_record(t: float, frames: int, entry: dict, final: bool) -> dict:
         "cpu_s": cpu,
         "run_delay_s": clock[1] if clock else None,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "machine_busy_s": machine_busy_s(),
         "lifetime_s": (entry.get("activity") or {}).get("lifetime_s"),
         "peak_rss_bytes": res.get("peak_rss_bytes"),
         "tree": entry["tree"],
@@ -72,6 +85,7 @@ class Snapshot:
     tree: dict
     lifetime_s: float | None = None  # the component's own clock, where the snapshot carries its activity
     peak_rss_bytes: int | None = None  # the process's peak resident memory so far
+    machine_busy_s: float | None = None  # the whole machine's busy CPU seconds since boot (`machine_busy_s()`)
 
 
 def snapshot_from_record(r: dict) -> Snapshot:
@@ -86,6 +100,7 @@ def snapshot_from_record(r: dict) -> Snapshot:
         r["tree"],
         r.get("lifetime_s"),
         r.get("peak_rss_bytes"),
+        r.get("machine_busy_s"),
     )
 
 
