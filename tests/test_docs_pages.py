@@ -66,3 +66,52 @@ def test_the_extras_the_docs_list_are_the_ones_make_installs():
     readme = re.search(r"Extras: (.*)\.$", (ROOT / "README.md").read_text(), re.M).group(1)
     assert sorted(listed) == sorted(makefile_extras) == sorted(declared)
     assert sorted(re.findall(r"`([a-z]+)`", readme)) == sorted(declared)
+
+
+WALK = [ROOT / "README.md", DOCS / "getting-started.md"]  # what a newcomer runs, in this order
+SCRIPT = re.compile(r"^python -m (sf_examples\.[\w.]+)((?: +\S+)*)")
+
+
+def _walk_commands() -> list[tuple[str, str, list[str]]]:
+    """(page, module, flags) of every example-script command in the bash blocks of the walk, in order."""
+    found = []
+    for page in WALK:
+        for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.S | re.M):
+            for line in block.replace("\\\n", " ").splitlines():
+                match = SCRIPT.match(line.split("#", 1)[0].strip())
+                if match:
+                    found.append((page.name, match.group(1), match.group(2).split()))
+    return found
+
+
+def test_the_walk_trains_each_experiment_once_and_evaluates_what_it_trained():
+    """README then getting-started, every command as written: each training command parses and starts an experiment
+    no earlier command trained (else it would find it finished and train nothing), and each evaluation names one the
+    walk trained."""
+    from sf.envs.families import families
+
+    by_module = {f.train_module: (f, False) for f in families()} | {f.enjoy_module: (f, True) for f in families()}
+    trained: list[str] = []
+    commands = _walk_commands()
+    assert len(commands) >= 6
+    for page, module, flags in commands:
+        family, evaluation = by_module[module]
+        cfg = family.parse_cfg(flags, evaluation=evaluation)
+        name = f"{cfg.train_dir}/{cfg.experiment}"
+        if evaluation:
+            assert name in trained, f"{page}: {module} evaluates {name}, which no command before it trained"
+        else:
+            assert name not in trained or cfg.restart_behavior != "resume", f"{page}: {name} is trained twice"
+            trained.append(name)
+
+
+def test_the_docs_name_only_the_restart_behaviors_the_program_has():
+    from sf.cfg.arguments import make_parser
+
+    choices = next(a.metavar for a in make_parser()._actions if a.dest == "restart_behavior").strip("{}").split(",")
+    named = {
+        value
+        for page in [ROOT / "README.md", *(DOCS / name for name in PAGES)]
+        for value in re.findall(r"--restart_behavior=(\w+)", page.read_text())
+    }
+    assert named and named <= set(choices), named - set(choices)
