@@ -70,6 +70,9 @@ def test_the_progress_line_says_the_share_done_and_the_time_left():
     # --train_for_seconds comes first: 3600 s from the start, 3590 s gone
     assert progress.done(10_000.0, now=3590.0) == "Done: 25 % of 200,000 frames, about 10 s left (--train_for_seconds)"
     assert progress.done(float("nan"), now=None) == "Done: 25 % of 200,000 frames"  # no rate yet
+    progress.on_learner_stats(1, 200_704, 20, {}, now=20.0)
+    progress.on_learner_stats(0, 200_704, 20, {}, now=20.0)
+    assert progress.done(10_000.0, now=20.0) == "Done: 100 % of 200,000 frames"  # nothing left to estimate
     assert duration(59) == "59 s" and duration(600) == "10 min" and duration(5 * 3600) == "5.0 h"
 
 

@@ -124,6 +124,8 @@ class Progress:
         furthest_behind = min(self.env_steps.values())
         share = min(1.0, furthest_behind / self.target_frames)
         text = f"Done: {share:.0%} of {self.target_frames:,} frames".replace("%", " %")
+        if furthest_behind >= self.target_frames:
+            return text
         left = None
         if fps == fps and fps > 0:
             left = max(0, self.target_frames - furthest_behind) * len(self.env_steps) / fps
