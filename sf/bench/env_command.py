@@ -16,7 +16,7 @@ from sf.bench.env_mode import run_env_benchmark
 from sf.bench.table import format_table, write_chart, write_json
 from sf.bench.tune import Tuner, format_trials
 from sf.cfg.arguments import resolve_device
-from sf.envs.families import EnvFamily, family_of
+from sf.envs.families import EnvFamily, env_in_argv, family_of
 from sf.utils.errors import ConfigError
 
 log = partial(print, flush=True)
@@ -27,15 +27,9 @@ def _error(message: str) -> int:
     return 2
 
 
-def env_of(flags: list[str]) -> str | None:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--env", default=None)
-    return parser.parse_known_args(flags)[0].env
-
-
 def resolve(flags: list[str]) -> tuple[EnvFamily, argparse.Namespace]:
     """The family that trains the env and the config the flags resolve to; raises ValueError with the message."""
-    env = env_of(flags)
+    env = env_in_argv(flags)
     if not env:
         raise ValueError("--env is required (a registered env such as CartPole-v1), or --suite with --auto_tune")
     family = family_of(env)
