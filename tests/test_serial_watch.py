@@ -77,6 +77,7 @@ def test_ctrl_c_ends_a_serial_run_stuck_in_an_env_within_the_stop_timeout(tmp_pa
     assert "RolloutWorker_w0, inside env_step (env hangs_later), did not return" in summary["error"]
     assert list((tmp_path / "hang" / "checkpoint_p0").glob("checkpoint_*.pth"))  # saved what it could
     assert "Collected {0: " in out.splitlines()[-1]
+    assert "Run interrupted: " in out.splitlines()[-2] and "(the same command resumes it)" in out.splitlines()[-2]
 
 
 def test_a_serial_run_stuck_past_the_heartbeat_timeout_ends_naming_the_env(tmp_path, killed_after):
