@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -43,7 +44,9 @@ from sf.utils.errors import ConfigError
 
 STEPS = ("ceiling", "scaling", "benchmark", "profile", "breakdown")
 # the budget's share of each step; time a step leaves over goes to the ones after it
-SHARES = {"ceiling": 0.06, "scaling": 0.46, "benchmark": 0.2, "profile": 0.12, "breakdown": 0.16}
+SHARES = {"ceiling": 0.07, "scaling": 0.45, "benchmark": 0.24, "profile": 0.1, "breakdown": 0.14}
+BREAKDOWN_WORKERS = 2  # the breakdown steps every env on one thread: the smallest scaling point's envs
+RUN_MARGIN_S = 10.0  # a run starts only with its window and this much more left before its step's deadline
 LONG_RUN = 10**10  # frames: timed runs are stopped by the window, not by a frame count
 SF = "sf"
 SAMPLE_FACTORY = "Sample Factory"
@@ -139,7 +142,7 @@ def step_ceiling(check: Check, summary: SummaryFile) -> None:
         if time.monotonic() + check.ceiling_s > deadline:
             summary.note(f"ceiling of {suite}: skipped, out of time")
             continue
-        log(f"ceiling: {SUITES[suite].env}, every core, {check.ceiling_s:.0f} s ...")
+        log(f"ceiling: {SUITES[suite].env}, every core, {check.ceiling_s:g} s ...")
         flags = merge_flags([f"--num_workers={check.cores}", f"--device={check.device}"], check.extra)
         fps, processes = all_cores_ceiling(SUITES[suite], flags, check.ceiling_s)
         summary.put(
@@ -154,13 +157,13 @@ def step_scaling(check: Check, summary: SummaryFile) -> None:
     deadline = check.step_deadline("scaling")
     suite = check.scaling_suite
     for i, workers in enumerate(check.workers):
-        if time.monotonic() >= deadline - 1.0:
-            summary.note(f"scaling at {workers} workers: skipped, out of time")
-            continue
         point: dict = {"workers": workers}
         flags = check.flags(suite, workers)
         sides = [SF, SAMPLE_FACTORY] if check.sample_factory else [SF]
         for side in sides if i % 2 == 0 else sides[::-1]:  # alternate who goes first: drift cancels out
+            if not _time_for(check.scaling_window, deadline):
+                summary.note(f"scaling at {workers} workers, {side}: skipped, out of time")
+                continue
             name = f"scaling_w{workers}"
             if side == SF:
                 run = _sf_run(check, suite, flags, name, check.scaling_window, deadline)
@@ -171,6 +174,10 @@ def step_scaling(check: Check, summary: SummaryFile) -> None:
                 point["sample_factory"] = _run_dict(run)
             log(f"scaling, {workers} workers: {_describe(run)}")
             summary.put("scaling", str(workers), point)
+
+
+def _time_for(window: Window, deadline: float) -> bool:
+    return time.monotonic() + window.warmup_s + window.length_s + RUN_MARGIN_S <= deadline
 
 
 def _verdict(experiment_dir: Path) -> str | None:
@@ -184,7 +191,7 @@ def step_benchmark(check: Check, summary: SummaryFile) -> None:
     sides = [SF, SAMPLE_FACTORY] if check.sample_factory else [SF]
     result: dict = {"suite": suite, "workers": check.cores}
     for side in sides:
-        if time.monotonic() >= deadline - 1.0:
+        if not _time_for(check.benchmark_window, deadline):
             summary.note(f"benchmark, {side}: skipped, out of time")
             continue
         name = f"benchmark_w{check.cores}"
@@ -240,7 +247,7 @@ def step_breakdown(check: Check, summary: SummaryFile) -> None:
 
     deadline = check.step_deadline("breakdown")
     suite = check.scaling_suite
-    flags = check.flags(suite, frames=check.breakdown_frames)
+    flags = check.flags(suite, min(BREAKDOWN_WORKERS, *check.workers), frames=check.breakdown_frames)
     log(f"breakdown: {check.breakdown_frames:,} frames in serial mode, plain, profiled, plain ...")
     result = breakdown_run(
         SUITES[suite].module, flags, check.out / "breakdown", check.calibration_pairs, deadline, check.out / "logs"
@@ -379,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = summary.data["machine"]
     log(f"machine: {machine['cpu']}, {machine['cores']} cores, GPU {machine['gpu']} (driver {machine['driver']})")
     log(f"writing {summary.json_path} and {summary.md_path} as results come in")
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # `timeout` or a scheduler ending the check: stop the runs too
     status = "done"
     try:
         for step in check.steps:
@@ -388,13 +396,16 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic()
             STEP_FUNCTIONS[step](check, summary)
             summary.put("step_s", step, round(time.monotonic() - began, 1))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the run in progress has been stopped on the way out
         status = "interrupted"
-        raise
     finally:
         summary.finish(status, time.monotonic() - check.started)
         log(f"{status} after {time.monotonic() - check.started:.0f} s: {summary.md_path}")
-    return 0
+    return 0 if status == "done" else 130
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

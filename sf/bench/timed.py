@@ -38,8 +38,9 @@ class TimedRun:
     framework: str  # "sf" or "Sample Factory"
     command: str
     log: str
-    # "measured" (over the window), "ended early" (by itself, before the window closed: `fps` over what it ran of
-    # it), "ended before two progress lines" (only `fps_whole_run`), "stopped at the deadline", "no frames", "failed"
+    # "measured" (over the window); "ended early" (by itself) or "cut at the deadline" before the window closed,
+    # `fps` over what it ran of it; "ended before two progress lines" (only `fps_whole_run`); "stopped at the
+    # deadline", "no frames", "failed"
     status: str
     exit_code: int | None
     wall_s: float
@@ -139,7 +140,12 @@ def run_for(
     measured = steady_fps(relative, window.warmup_s, window.length_s)
     if measured is not None:
         result.fps, result.measured_s = measured
-        result.status = "ended early" if stopped_early else "measured"
+        if stopped_early:
+            result.status = "ended early"
+        elif window_closed(relative, window.warmup_s, window.length_s):
+            result.status = "measured"
+        else:
+            result.status = "cut at the deadline"
     elif stopped_early and proc.returncode not in (0, None):
         result.status = "failed"
     elif stopped_early and result.first_frames_s is not None:
