@@ -132,8 +132,16 @@ def _describe(run: TimedRun) -> str:
     return f"{run.framework}: {run.fps:,.0f} FPS over {a:.0f}-{b:.0f} s ({run.status})"
 
 
-def _run_dict(run: TimedRun) -> dict:
-    return asdict(run)
+def _measure(
+    check: Check, side: str, suite: str, flags: list[str], name: str, window: Window, deadline: float
+) -> tuple[TimedRun, dict]:
+    """One side's run of the suite, and what it adds to its result: the run, and for sf's the profile report's
+    verdict."""
+    if side == SF:
+        run = _sf_run(check, suite, flags, name, window, deadline)
+        return run, {"sf": asdict(run), "sf_verdict": _verdict(check.out / "runs" / name)}
+    run = _sample_factory_run(check, suite, flags, name, window, deadline)
+    return run, {"sample_factory": asdict(run)}
 
 
 def step_ceiling(check: Check, summary: SummaryFile) -> None:
@@ -164,14 +172,8 @@ def step_scaling(check: Check, summary: SummaryFile) -> None:
             if not _time_for(check.scaling_window, deadline):
                 summary.note(f"scaling at {workers} workers, {side}: skipped, out of time")
                 continue
-            name = f"scaling_w{workers}"
-            if side == SF:
-                run = _sf_run(check, suite, flags, name, check.scaling_window, deadline)
-                point["sf"] = _run_dict(run)
-                point["sf_verdict"] = _verdict(check.out / "runs" / name)
-            else:
-                run = _sample_factory_run(check, suite, flags, name, check.scaling_window, deadline)
-                point["sample_factory"] = _run_dict(run)
+            run, fields = _measure(check, side, suite, flags, f"scaling_w{workers}", check.scaling_window, deadline)
+            point.update(fields)
             log(f"scaling, {workers} workers: {_describe(run)}")
             summary.put("scaling", str(workers), point)
 
@@ -195,13 +197,8 @@ def step_benchmark(check: Check, summary: SummaryFile) -> None:
             summary.note(f"benchmark, {side}: skipped, out of time")
             continue
         name = f"benchmark_w{check.cores}"
-        if side == SF:
-            run = _sf_run(check, suite, flags, name, check.benchmark_window, deadline)
-            result["sf"] = _run_dict(run)
-            result["sf_verdict"] = _verdict(check.out / "runs" / name)
-        else:
-            run = _sample_factory_run(check, suite, flags, name, check.benchmark_window, deadline)
-            result["sample_factory"] = _run_dict(run)
+        run, fields = _measure(check, side, suite, flags, name, check.benchmark_window, deadline)
+        result.update(fields)
         log(f"benchmark {suite}, {check.cores} workers: {_describe(run)}")
         summary.put("benchmark", suite, result)
 
@@ -237,8 +234,10 @@ def step_profile(check: Check, summary: SummaryFile) -> None:
     summary.put("gpu_profile", None, result)
     for name, process in result.get("processes", {}).items():
         log(
-            f"profile: {name}: {process['keys_in_trace']} Timing keys as ranges, kernels {process['kernel_s']:.3f} s, "
-            f"GPU busy {process['gpu_busy_s']:.3f} s of {process['window_s']:.2f} s, NVML {process['nvml_busy_s']}"
+            f"profile: {name}: {process['keys_in_trace']} of {process['keys_in_tree']} Timing keys as ranges, "
+            f"kernels {process['kernel_s']:.3f} s, GPU busy {process['gpu_busy_s']:.3f} s "
+            f"of {process['window_s']:.2f} s"
+            + ("" if process["nvml_busy_s"] is None else f", NVML {process['nvml_busy_s']:.3f} s")
         )
 
 
