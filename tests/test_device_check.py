@@ -2,9 +2,15 @@
 command on the CPU (`--device=cpu`, tiny serial CartPole runs, no Sample Factory), every step but the CUDA figures."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
-from conftest import run_sf, shm_leaked
+from conftest import ROOT, run_sf, shm_leaked
 
 from sf.analysis.torch_trace import busy_s, nvml_busy_s, summarize
 from sf.bench.device_check import main
@@ -217,4 +223,37 @@ def test_cpu_check_runs_every_step(tmp_path, shm_before):
     text = (out / "summary.md").read_text()
     for heading in ("## Targets", "## Scaling", "## The `cartpole` suite", "### serial", "## Breakdown"):
         assert heading in text
+    assert not shm_leaked(shm_before)
+
+
+def test_sigterm_stops_the_run_in_progress_and_keeps_what_was_measured(tmp_path, shm_before):
+    """`timeout` or a scheduler ending the check: the training run it started stops with it, and the summary keeps
+    the ceiling measured before, marked interrupted."""
+    out = tmp_path / "check"
+    args = ["--out", str(out), "--device=cpu", "--workers", "2", "--scaling_suite", "cartpole"]
+    args += ["--benchmark_suite", "cartpole", "--ceiling_s", "0.3", "--steps", "ceiling", "scaling"]
+    args += ["--", "--serial_mode=True", "--num_envs_per_worker=2"]  # trains until its window closes, 15 s and more
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sf.bench.device_check", *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    log = out / "logs" / "scaling_w2.log"
+    deadline = time.monotonic() + 180
+    while not (log.exists() and "Learner 0" in log.read_text()) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the scaling run never started"
+        time.sleep(0.2)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert children, "the training run is a process of its own"
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["ceiling"]["cartpole"]["fps"] > 0
+    assert "interrupted after" in output
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive
     assert not shm_leaked(shm_before)

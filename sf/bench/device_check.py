@@ -46,6 +46,7 @@ STEPS = ("ceiling", "scaling", "benchmark", "profile", "breakdown")
 # the budget's share of each step; time a step leaves over goes to the ones after it
 SHARES = {"ceiling": 0.07, "scaling": 0.45, "benchmark": 0.24, "profile": 0.1, "breakdown": 0.14}
 BREAKDOWN_WORKERS = 2  # the breakdown steps every env on one thread: the smallest scaling point's envs
+STOP_RESERVE_S = 30.0  # of the budget, kept for stopping the run in progress at a step's deadline and writing
 RUN_MARGIN_S = 10.0  # a run starts only with its window and this much more left before its step's deadline
 LONG_RUN = 10**10  # frames: timed runs are stopped by the window, not by a frame count
 SF = "sf"
@@ -91,7 +92,7 @@ class Check:
         asked = [s for s in STEPS if s in self.steps]
         total = sum(SHARES[s] for s in asked)
         upto = sum(SHARES[s] for s in asked[: asked.index(step) + 1])
-        return self.started + self.budget_s * upto / total
+        return self.started + (self.budget_s - STOP_RESERVE_S) * upto / total
 
     def left_s(self) -> float:
         return self.started + self.budget_s - time.monotonic()
@@ -209,7 +210,7 @@ def step_profile(check: Check, summary: SummaryFile) -> None:
     deadline = check.step_deadline("profile")
     suite = check.scaling_suite
     first, last = check.profile_steps
-    batch = _batch_size(check.flags(suite))
+    frames = _frames_per_iteration(suite, check.flags(suite))
     flags = merge_flags(
         check.flags(suite, check.cores, frames=None),
         [
@@ -219,14 +220,14 @@ def step_profile(check: Check, summary: SummaryFile) -> None:
             "InferenceWorker",
             "--profiling_steps",
             *(str(step) for step in range(first, last + 1)),
-            f"--train_for_env_steps={(last + 4) * batch}",  # a few iterations past the window, then the run ends
+            f"--train_for_env_steps={(last + 4) * frames}",  # a few iterations past the window, then the run ends
         ],
     )
     log(f"profile: torch.profiler on the learner and inference, learner iterations {first}-{last} ...")
 
     def run() -> dict:
         result = run_training(
-            SUITES[suite].module, flags, check.out / "runs", "profile", deadline=deadline, grace_s=30.0
+            SUITES[suite].module, flags, check.out / "runs", "profile", deadline=deadline, grace_s=20.0
         )
         return {"status": result.status, "command": result.command, "experiment_dir": result.experiment_dir}
 
@@ -265,10 +266,10 @@ STEP_FUNCTIONS: dict[str, Callable[[Check, SummaryFile], None]] = {
 }
 
 
-def _batch_size(flags: list[str]) -> int:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--batch_size", type=int, default=1024)
-    return parser.parse_known_args(flags)[0].batch_size
+def _frames_per_iteration(suite: str, flags: list[str]) -> int:
+    """Env frames a learner iteration trains on: a batch of samples, each `--env_frameskip` frames."""
+    cfg = family_of(SUITES[suite].env).parse_cfg(flags)
+    return cfg.batch_size * cfg.env_frameskip
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -303,7 +304,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--profile_steps",
         type=int,
         nargs=2,
-        default=(60, 99),
+        default=(40, 59),
         metavar=("FIRST", "LAST"),
         help="learner iterations the torch.profiler window covers",
     )
@@ -331,6 +332,8 @@ def resolve(args: argparse.Namespace) -> Check:
         raise ValueError(f"--sample_factory: {args.sample_factory} does not exist")
     if (Path(args.out) / "summary.json").exists():
         raise ValueError(f"--out: {args.out} already holds a device check (summary.json); give another folder")
+    if args.budget_s < 2 * STOP_RESERVE_S:
+        raise ValueError(f"--budget_s: at least {2 * STOP_RESERVE_S:.0f} s")
     first, last = args.profile_steps
     if not 1 <= first <= last:
         raise ValueError("--profile_steps: FIRST and LAST are learner iterations, 1 <= FIRST <= LAST")
