@@ -92,10 +92,12 @@ def test_nvml_utilization_integrated_over_its_sample_periods():
 
 
 def test_explanation_names_the_side_that_reads_higher():
-    busy = [(0, 1000), (10_000, 11_000)]
-    assert "NVML reads 90%" in explain(0.1, 0.02, 0.09, busy) and "kernels took 20%" in explain(0.1, 0.02, 0.09, busy)
-    assert "past this" in explain(0.1, 0.05, 0.04, busy)
+    busy = [(0, 1000), (10_000, 11_000)]  # two stretches of 1 us, 2 us in all
+    higher = explain(0.1, 2e-6, 0.09, busy)
+    assert "2 stretches (20 a second, 1.0 us on average): 0% of the 0.10 s by the traces, 90% by NVML" in higher
+    assert "NVML reads higher" in higher and "NVML reads lower" in explain(0.1, 0.05, 0.04, busy)
     assert explain(0.1, 0.0, None, busy).startswith("No NVML samples")
+    assert explain(0.1, 0.0, 0.05, []) == "The traces hold no kernels in this interval."
 
 
 def _run(fps, fps_whole_run=None):

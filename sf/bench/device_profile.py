@@ -105,24 +105,27 @@ def together(summaries: list[TraceSummary], samples: list[tuple[int, float]]) ->
 
 
 def explain(window_s: float, gpu_s: float, nvml_s: float | None, busy: list[tuple[int, int]]) -> str:
-    """One sentence on why NVML's utilization and the traces' kernel time differ, from what the traces show."""
+    """Why NVML's utilization and the traces' kernel time differ, in a few sentences, from what the traces show."""
     if nvml_s is None:
         return "No NVML samples (no GPU, or no nvidia-ml-py): only the traces' figure."
     if not busy:
         return "The traces hold no kernels in this interval."
-    mean_us = gpu_s / len(busy) * 1e6
-    gaps = len(busy) / window_s
-    if nvml_s > gpu_s:
-        return (
-            f"NVML reads each of its sample periods (1/6 s to 1 s, the driver's) as busy for the share of it in which "
-            f"any kernel ran; the GPU ran {len(busy):,} busy stretches ({gaps:,.0f} a second, {mean_us:,.1f} us on "
-            f"average), so nearly every period holds some and NVML reads {nvml_s / window_s:.0%} where the kernels "
-            f"took {gpu_s / window_s:.0%} of the time."
-        )
-    return (
-        f"NVML's sample periods reach past this {window_s:.2f} s interval at both ends, so its figure also averages "
-        f"time outside it; the kernels took {gpu_s / window_s:.0%} of the interval, NVML reads {nvml_s / window_s:.0%}."
+    stretches = (
+        f"The GPU ran kernels in {len(busy):,} stretches ({len(busy) / window_s:,.0f} a second, "
+        f"{gpu_s / len(busy) * 1e6:,.1f} us on average): {gpu_s / window_s:.0%} of the {window_s:.2f} s by the traces, "
+        f"{nvml_s / window_s:.0%} by NVML."
     )
+    how = (
+        " NVML gives the share of each of its sample periods (1/6 s to 1 s, the driver's) in which a kernel of any "
+        "process ran, read here every 50 ms, so it averages over periods that reach past the interval and lag it; the "
+        "traces time every kernel of the profiled processes to the microsecond. Neither says how much of the GPU a "
+        "kernel occupies: one small kernel at a time reads as fully busy in both."
+    )
+    if nvml_s > gpu_s:
+        side = " NVML reads higher: its periods take in busy time around the interval, and kernels of any process."
+    else:
+        side = " NVML reads lower: its periods take in idle time around the interval (start-up, the run's end)."
+    return stretches + how + side
 
 
 def breakdown_run(
