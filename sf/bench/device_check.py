@@ -14,11 +14,11 @@ Steps, in this order, each writing its results into `DIR/summary.json` and `DIR/
 5. profile: sf at N workers with torch.profiler on the learner and the inference worker (`--profiling_backend=torch`)
    for a window of learner iterations: kernel time per Timing key, the Chrome traces, GPU busy time from the traces
    beside NVML's utilization over the same interval;
-6. breakdown: `python -m sf.profile breakdown` of the suite's command on the device, with its CUDA columns and its
-   corrected total against the uninstrumented runs.
+6. breakdown: `python -m sf.profile breakdown` of the suite's command with the envs of 2 workers, on the device, with
+   its CUDA columns and its corrected total against the uninstrumented runs.
 
 `--device=cpu` runs the same steps on a machine without a GPU (the CUDA figures are then absent); with small
-windows and training flags after `--` (`--train_for_env_steps=...`, smaller layouts) it takes seconds. Without
+windows and training flags after `--` (`--train_for_env_steps=...`, smaller layouts) it takes tens of seconds. Without
 `--sample_factory` the Sample Factory side is left out.
 """
 
@@ -290,7 +290,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="python of an install of Sample Factory 2.1.1, to run each command under it too (left out if not given)",
     )
     parser.add_argument(
-        "--workers", type=int, nargs="+", default=None, help="scaling points (default: 2 4 8 and the core count)"
+        "--workers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="scaling points (default: 2, 4 and 8 where below the core count, and the core count)",
     )
     parser.add_argument("--scaling_suite", choices=sorted(SUITES), default="doom")
     parser.add_argument("--benchmark_suite", choices=sorted(SUITES), default="doom_benchmark")
