@@ -48,6 +48,7 @@ class TraceSummary:
     kernel_s: float  # every kernel's duration added up (streams may overlap)
     unattributed_kernel_s: float  # kernels launched under no Timing range
     copy_s: float  # memcpy and memset on the device
+    pids: list[int] = field(default_factory=list)  # the processes whose Timing ranges the trace holds
     busy: list[tuple[int, int]] = field(default_factory=list)  # kernel intervals merged, wall clock ns
 
     @property
@@ -119,6 +120,7 @@ def summarize(doc: dict, path: str = "") -> TraceSummary:
         kernel_s=sum(end - start for start, end, _ in kernels) / 1e9,
         unattributed_kernel_s=unattributed,
         copy_s=copy_s,
+        pids=sorted({pid for pid, _ in ranges}),
         busy=merge_intervals([(start, end) for start, end, _ in kernels]),
     )
 

@@ -20,7 +20,6 @@ from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
 from sf.profiling.ranges import range_name
 
 TRACE_SUFFIX = ".pt.trace.json"
-SERIAL = "serial"  # the output name of serial mode's one process (`sf.profiling.launch.output_name`)
 
 
 def profile_run(run: Callable[[], dict], on_gpu: bool) -> dict:
@@ -42,10 +41,10 @@ def profile_run(run: Callable[[], dict], on_gpu: bool) -> dict:
     for path in sorted((experiment / "profiling").glob(f"*{TRACE_SUFFIX}")):
         name = path.name.split(".", 1)[0]  # Learner_0.steps60-99.pt.trace.json -> Learner_0
         summary = summaries[name] = read_trace(path)
-        expected = {
+        expected = {  # every component of the traced process: the learner's batcher too, all of them in serial mode
             range_name(component, key)
-            for component, keys in trees.items()
-            if name == SERIAL or _file_name(component) == name  # serial mode: every component in one process
+            for component, (pid, keys) in trees.items()
+            if pid in summary.pids
             for key in keys
         }
         missing = sorted(key for key in expected if key not in summary.keys)
@@ -64,17 +63,13 @@ def profile_run(run: Callable[[], dict], on_gpu: bool) -> dict:
     return result
 
 
-def _file_name(component: str) -> str:
-    return component.replace(" ", "_")
-
-
-def _trees(profile_json: Path) -> dict[str, list[str]]:
-    """Every Timing scope's key path of every component in the run's profile.json ({} when the run wrote none).
+def _trees(profile_json: Path) -> dict[str, tuple[int, list[str]]]:
+    """Every component's pid and Timing scopes' key paths, from the run's profile.json ({} when it wrote none).
     Waits and `loop_overhead` are the event loop's accounting, written into the tree rather than timed by a scope,
     so they have no range and are left out."""
     if not profile_json.exists():
         return {}
-    paths: dict[str, list[str]] = {}
+    paths: dict[str, tuple[int, list[str]]] = {}
 
     def walk(tree: dict, prefix: str, into: list[str]) -> None:
         for key, node in tree.items():
@@ -85,7 +80,8 @@ def _trees(profile_json: Path) -> dict[str, list[str]]:
             walk(node.get("children", {}), f"{path}/", into)
 
     for component, entry in json.loads(profile_json.read_text()).items():
-        walk(entry.get("tree", {}), "", paths.setdefault(component, []))
+        paths[component] = (entry.get("pid"), [])
+        walk(entry.get("tree", {}), "", paths[component][1])
     return paths
 
 
