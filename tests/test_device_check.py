@@ -77,7 +77,7 @@ def test_kernels_are_charged_to_the_scope_that_launched_them():
     assert trace.unattributed_kernel_s == pytest.approx(10e-6)
     assert (trace.kernels, trace.kernel_s, trace.copy_s) == (3, pytest.approx(80e-6), pytest.approx(5e-6))
     assert trace.busy == [(BASE_NS + 30_000, BASE_NS + 90_000), (BASE_NS + 200_000, BASE_NS + 210_000)]
-    assert (trace.start_ns, trace.end_ns) == (BASE_NS, BASE_NS + 300_000)
+    assert (trace.start_ns, trace.end_ns, trace.pids) == (BASE_NS, BASE_NS + 300_000, [1])
     assert busy_s(trace.busy, BASE_NS + 50_000, BASE_NS + 205_000) == pytest.approx(45e-6)  # 50..90 and 200..205
     assert trace.to_dict()["gpu_busy_s"] == pytest.approx(70e-6)
 
@@ -228,12 +228,11 @@ def test_cpu_check_runs_every_step(tmp_path, shm_before):
     assert not shm_leaked(shm_before)
 
 
-def test_sigterm_stops_the_run_in_progress_and_keeps_what_was_measured(tmp_path, shm_before):
-    """`timeout` or a scheduler ending the check: the training run it started stops with it, and the summary keeps
-    the ceiling measured before, marked interrupted."""
+def test_sigterm_stops_the_run_in_progress_and_keeps_the_summary(tmp_path, shm_before):
+    """`timeout` or a scheduler ending the check: the training run it started stops with it, and the summary on disk
+    says the check was interrupted."""
     out = tmp_path / "check"
-    args = ["--out", str(out), "--device=cpu", "--workers", "2", "--scaling_suite", "cartpole"]
-    args += ["--benchmark_suite", "cartpole", "--ceiling_s", "0.3", "--steps", "ceiling", "scaling"]
+    args = ["--out", str(out), "--device=cpu", "--workers", "2", "--scaling_suite", "cartpole", "--steps", "scaling"]
     args += ["--", "--serial_mode=True", "--num_envs_per_worker=2"]  # trains until its window closes, 15 s and more
     proc = subprocess.Popen(
         [sys.executable, "-m", "sf.bench.device_check", *args],
@@ -245,17 +244,18 @@ def test_sigterm_stops_the_run_in_progress_and_keeps_what_was_measured(tmp_path,
     )
     log = out / "logs" / "scaling_w2.log"
     deadline = time.monotonic() + 180
-    while not (log.exists() and "Learner 0" in log.read_text()) and proc.poll() is None:
+    while not (log.exists() and "learner and inference on" in log.read_text()) and proc.poll() is None:
         assert time.monotonic() < deadline, "the scaling run never started"
         time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
     children = psutil.Process(proc.pid).children(recursive=True)
     assert children, "the training run is a process of its own"
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, output[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["ceiling"]["cartpole"]["fps"] > 0
+    assert summary["status"] == "interrupted" and summary["machine"]["cores"]
     assert "interrupted after" in output
-    gone, alive = psutil.wait_procs(children, timeout=10)
+    gone, alive = psutil.wait_procs(children, timeout=30)  # the run's guard may outlive it by a few seconds
     assert not alive
     assert not shm_leaked(shm_before)

@@ -94,6 +94,13 @@ class Check:
         upto = sum(SHARES[s] for s in asked[: asked.index(step) + 1])
         return self.started + (self.budget_s - STOP_RESERVE_S) * upto / total
 
+    def suites(self) -> list[str]:
+        """The suites the asked steps run (both when the ceiling is the only step)."""
+        uses = {"scaling": self.scaling_suite, "profile": self.scaling_suite, "breakdown": self.scaling_suite}
+        uses["benchmark"] = self.benchmark_suite
+        used = [uses[step] for step in self.steps if step in uses]
+        return list(dict.fromkeys(used or [self.scaling_suite, self.benchmark_suite]))
+
     def left_s(self) -> float:
         return self.started + self.budget_s - time.monotonic()
 
@@ -147,7 +154,7 @@ def _measure(
 
 def step_ceiling(check: Check, summary: SummaryFile) -> None:
     deadline = check.step_deadline("ceiling")
-    for suite in dict.fromkeys([check.scaling_suite, check.benchmark_suite]):
+    for suite in check.suites():
         if time.monotonic() + check.ceiling_s > deadline:
             summary.note(f"ceiling of {suite}: skipped, out of time")
             continue
@@ -359,7 +366,7 @@ def resolve(args: argparse.Namespace) -> Check:
         budget_s=args.budget_s,
         steps=[s for s in STEPS if s in args.steps],
     )
-    for suite in dict.fromkeys([check.scaling_suite, check.benchmark_suite]):
+    for suite in check.suites():
         flags = check.flags(suite, max(workers))
         try:
             family_of(SUITES[suite].env).parse_cfg(flags)
