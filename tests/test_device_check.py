@@ -147,7 +147,7 @@ def test_summary_is_on_disk_after_every_result(tmp_path):
     assert on_disk["scaling"]["16"]["sf"]["fps"] == 6000.0 and on_disk["status"] == "running"
     text = (tmp_path / "summary.md").read_text()
     assert text == markdown(on_disk)
-    assert "| 8 | 3,300 | 2,000 (whole run) | 1.65x | 47% | - |" in text
+    assert "| 8 | 3,300 | 2,000 (whole run) | 1.65x | 47% | 29% | - |" in text
     assert "| sf scaling, 4 workers | >= 0.8 x 4/2 x 1,000 = 1,600 FPS |" in text
     summary.finish("done", 12.0)
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "done"

@@ -222,18 +222,18 @@ def _scaling_table(data: dict) -> list[str]:
         f"({window['warmup_s']:.0f} s after the first frames, {window['length_s']:.0f} s long). "
         f"Simulator ceiling: {_cell(ceiling)} frames/s.",
         "",
-        "| workers | sf FPS | Sample Factory FPS | ratio | sf / ceiling | sf verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| workers | sf FPS | Sample Factory FPS | ratio | sf / ceiling | Sample Factory / ceiling | sf verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for point in points:
         sf_fps, other = _fps(point.get("sf")), _fps(point.get("sample_factory"))
         ratio = sf_fps / other if sf_fps and other else None
-        share = sf_fps / ceiling if sf_fps and ceiling else None
+        shares = [fps / ceiling if fps and ceiling else None for fps in (sf_fps, other)]
         verdict = point.get("sf_verdict")
         lines.append(
             f"| {point['workers']} | {_fps_cell(point.get('sf'))} | {_fps_cell(point.get('sample_factory'))} | "
-            f"{_cell(ratio, '{:.2f}x')} | "
-            f"{_cell(share, '{:.0%}')} | {f'{verdict}-bound' if verdict else '-'} |"
+            f"{_cell(ratio, '{:.2f}x')} | {_cell(shares[0], '{:.0%}')} | {_cell(shares[1], '{:.0%}')} | "
+            f"{f'{verdict}-bound' if verdict else '-'} |"
         )
     return lines
 
