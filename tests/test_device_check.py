@@ -22,13 +22,17 @@ from sf.bench.timed import steady_fps, window_closed
 LINES = [(0.4, 0), (5.0, 1000), (10.0, 6000), (15.0, 11000), (20.0, 17000)]  # (s, frames): a line every 5 s
 
 
-def test_steady_fps_between_the_lines_that_bracket_the_window():
+def test_steady_fps_between_the_lines_nearest_the_window_ends():
     # window [10, 15] after the first frames at 5 s: exactly the lines at 10 and 15
     assert steady_fps(LINES, 5.0, 5.0) == (pytest.approx(1000.0), (10.0, 15.0))
-    # window [8, 14]: widened to the last line at or before 8 (5 s) and the first at or after 14 (15 s)
-    assert steady_fps(LINES, 3.0, 6.0) == (pytest.approx(10000 / 10), (5.0, 15.0))
+    # window [7, 13]: the lines nearest its ends are at 5 and 15
+    assert steady_fps(LINES, 2.0, 6.0) == (pytest.approx(10000 / 10), (5.0, 15.0))
+    # window [10.02, 15.02] (lines come a little more than 5 s apart): the lines at 10 and 15, not one period early
+    assert steady_fps(LINES, 5.02, 5.0) == (pytest.approx(1000.0), (10.0, 15.0))
     # window [15, 35] that the run never reached the end of: its last line closes the interval
     assert steady_fps(LINES, 10.0, 20.0) == (pytest.approx(6000 / 5), (15.0, 20.0))
+    # a run that ended 1.5 s after its first frames, long before its window: the rate over what it ran
+    assert steady_fps([(5.0, 1000), (6.5, 2500)], 5.0, 10.0) == (pytest.approx(1000.0), (5.0, 6.5))
     assert steady_fps(LINES[:2], 0.0, 5.0) is None  # one line counting frames: no rate
     assert steady_fps([(5.0, 0), (10.0, 0)], 0.0, 1.0) is None
     assert window_closed(LINES, 5.0, 10.0) and not window_closed(LINES, 5.0, 10.5)

@@ -4,9 +4,9 @@ Both frameworks print a progress line every 5 s with the frames so far (`Total n
 each line as it reads it. The window opens `warmup_s` after the first line that counts frames and lasts `window_s`,
 so a slow start-up delays a run's window instead of eating it, and both sides of a comparison are measured over
 windows of the same length and the same distance from their first frames. The rate is taken between the progress
-lines that bracket the window (the last one at or before its start, the first at or after its end): lines come
-every 5 s, so the measured interval is the window widened by up to a line period at each end. The run is stopped
-(SIGINT, then SIGKILL of its process group after a grace period) once the closing line is in, or at the deadline.
+lines nearest the window's ends: lines come every 5 s, so each end of the measured interval is within 2.5 s of the
+window's. The run is stopped (SIGINT, then SIGKILL of its process group after a grace period) once a line at or
+after the window's end is in, or at the deadline.
 """
 
 from __future__ import annotations
@@ -53,21 +53,21 @@ class TimedRun:
 
 
 def steady_fps(samples: list[Sample], warmup_s: float, length_s: float) -> tuple[float, tuple[float, float]] | None:
-    """(frames per second, (t_a, t_b)) between the lines bracketing the window, or None without two lines.
+    """(frames per second, (t_a, t_b)) between the lines nearest the window's ends, or None without two lines.
 
-    The window is [t0 + warmup_s, t0 + warmup_s + length_s] with t0 the first line counting frames. Where no line
-    reaches the window's end (the run ended first), the last line closes the interval."""
+    The window is [t0 + warmup_s, t0 + warmup_s + length_s] with t0 the first line counting frames. Where the run
+    ended before the window did, its last line closes the interval."""
     counting = [i for i, (_, frames) in enumerate(samples) if frames > 0]
-    if not counting:
+    openers = [i for i in counting if i < len(samples) - 1]  # a line with one after it
+    if not openers:
         return None
     start = samples[counting[0]][0] + warmup_s
     end = start + length_s
-    a = max(i for i in range(counting[0], len(samples)) if samples[i][0] <= start or i == counting[0])
-    after = [i for i in range(a + 1, len(samples)) if samples[i][0] >= end]
-    b = after[0] if after else len(samples) - 1
-    if b <= a or samples[b][0] <= samples[a][0]:
-        return None
+    a = min(openers, key=lambda i: abs(samples[i][0] - start))
+    b = min(range(a + 1, len(samples)), key=lambda i: abs(samples[i][0] - end))
     (ta, fa), (tb, fb) = samples[a], samples[b]
+    if tb <= ta:
+        return None
     return (fb - fa) / (tb - ta), (ta, tb)
 
 
