@@ -38,6 +38,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("-m", "sf.bench.ray_cluster"),
     ("-m", "sf.bench.profiling_cost"),
     ("-m", "sf.bench.watch_cost"),
+    ("-m", "sf.bench.device_check"),
     *((str(path),) for path in sorted((ROOT / "benchmarks").glob("bench_*.py"))),
     (str(ROOT / "docs" / "gen_flags.py"),),
     (str(ROOT / "docs" / "plot_learning_curves.py"),),

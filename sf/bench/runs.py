@@ -59,6 +59,29 @@ def training_command(module: str, flags: list[str], train_dir: Path, experiment:
     ]
 
 
+def merge_flags(base: list[str], overrides: list[str]) -> list[str]:
+    """`base` less every flag `overrides` sets again, then `overrides` (each flag once, its last setting): the
+    command line argparse would resolve, written once. A flag is `--name=value` or `--name` with the words up to the
+    next `--`."""
+    groups = _flag_groups(overrides)
+    last = {name: i for i, (name, _) in enumerate(groups) if name is not None}
+    kept = [tokens for name, tokens in _flag_groups(base) if name not in last]
+    kept += [tokens for i, (name, tokens) in enumerate(groups) if name is None or last[name] == i]
+    return [token for tokens in kept for token in tokens]
+
+
+def _flag_groups(argv: list[str]) -> list[tuple[str | None, list[str]]]:
+    groups: list[tuple[str | None, list[str]]] = []
+    for token in argv:
+        if token.startswith("--"):
+            groups.append((token[2:].split("=", 1)[0], [token]))
+        elif groups:
+            groups[-1][1].append(token)
+        else:
+            groups.append((None, [token]))  # a leading word (a module name): kept in place
+    return groups
+
+
 def run_training(
     module: str,
     flags: list[str],
@@ -110,14 +133,21 @@ def run_training(
     )
 
 
-def _copy_output(stream, log, collecting: threading.Event) -> None:
-    """Tee the child's output into its log file; flag the first progress line that counts frames."""
+def _copy_output(stream, log, collecting: threading.Event, samples: list[tuple[float, int]] | None = None) -> None:
+    """Tee the child's output into its log file; flag the first progress line that counts frames. With `samples`,
+    append (time.monotonic() when read, frames) for every progress line."""
     for line in stream:
         log.write(line)
-        if not collecting.is_set():
-            found = FRAMES.search(ANSI.sub("", line))
-            if found and int(found.group(1)) > 0:
-                collecting.set()
+        if collecting.is_set() and samples is None:
+            continue
+        found = FRAMES.search(ANSI.sub("", line))
+        if found is None:
+            continue
+        frames = int(found.group(1))
+        if samples is not None:
+            samples.append((time.monotonic(), frames))
+        if frames > 0:
+            collecting.set()
     log.flush()
 
 

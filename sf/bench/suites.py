@@ -220,13 +220,23 @@ def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
 
 
 def describe_machine() -> dict:
-    """The CPU model, the core count and the GPU torch sees (None without one): which figures belong together."""
+    """The CPU model, the core count, the GPU torch sees and its driver (None without one), torch's version and its
+    CUDA's: which figures belong together."""
     import torch
+
+    from sf.breakdown.nvml import driver_version
 
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": models[0] if models else platform.processor(), "cores": os.cpu_count(), "gpu": gpu}
+    return {
+        "cpu": models[0] if models else platform.processor(),
+        "cores": os.cpu_count(),
+        "gpu": gpu,
+        "driver": driver_version() if gpu else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
 
 
 @contextmanager

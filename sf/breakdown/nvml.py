@@ -55,3 +55,18 @@ def open_sampler() -> NvmlSampler | None:
         return NvmlSampler(torch.cuda.current_device())
     except Exception:  # no pynvml, no driver library: the breakdown goes on without the NVML column
         return None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version as NVML reports it, or None without a driver or nvidia-ml-py."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no pynvml, no driver library, no GPU
+        return None
+    return version.decode() if isinstance(version, bytes) else version
