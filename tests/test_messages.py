@@ -60,7 +60,7 @@ EXAMPLES = {  # one message of each kind, with values of the types its fields ca
     messages.SaveBest: messages.SaveBest("reward", 1.5),
     messages.LearnerStats: messages.LearnerStats(0, 1000, 3, {"loss": 0.5}),
     messages.Staleness: messages.Staleness(0, {1: 2}, {0: 5}),
-    messages.Episodes: messages.Episodes(1, [(1.0, 10)]),
+    messages.Episodes: messages.Episodes(1, [(1.0, 10, None, None), (2.0, 5, 1.5, {"coins": 3.0})]),
     messages.ProfileSnapshot: ProfileSnapshot("Learner 0", 12, {"train": {"time": 1.0, "children": {}}}, None, {}),
     messages.FinalProfile: messages.FinalProfile("Batcher 0", 12, {}, {"wall_s": 2.0}, None),
     messages.ComponentError: messages.ComponentError("Learner 0", "Traceback ...\nValueError: x"),

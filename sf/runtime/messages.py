@@ -123,10 +123,11 @@ class Staleness(NamedTuple):
 
 
 class Episodes(NamedTuple):
-    """RolloutWorker -> Runner: (return, length) of the episodes finished since the last report."""
+    """RolloutWorker -> Runner: the episodes finished since the last report, each (return, length, true objective or
+    None, extra stats or None) (`sf.envs.episodes.EpisodeRecord`)."""
 
     policy_id: int
-    episodes: list[tuple[float, int]]
+    episodes: list[tuple]
 
 
 class ProfileSnapshot(NamedTuple):

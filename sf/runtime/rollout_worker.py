@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
-from sf.envs.episodes import NO_INFO, reported_episode
+from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
 from sf.envs.registry import create_vector_env
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
@@ -65,7 +65,7 @@ class RolloutWorker(Component):
         self.episode_ended = [False] * n
         self.ep_return = [0.0] * n
         self.ep_len = [0] * n
-        self.episodes: dict[int, list[tuple[float, int]]] = {}
+        self.episodes: dict[int, list[EpisodeRecord]] = {}
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = [0] * cfg.num_policies
@@ -280,7 +280,7 @@ class RolloutWorker(Component):
             self.wait_key = "wait_actions"
 
     def _episode_done(self, i: int, info: dict) -> None:
-        episode = reported_episode(info, self.ep_return[i], self.ep_len[i], self.env_stats)
+        episode = episode_record(info, self.ep_return[i], self.ep_len[i], self.env_stats)
         if episode is not None:
             self.episodes.setdefault(self.policy[i], []).append(episode)
         self.ep_return[i] = 0.0

@@ -48,6 +48,7 @@ from sf.runtime.experiment import Experiment
 from sf.runtime.inference_worker import compile_policy_kernel
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
+from sf.runtime.observers import Registrations
 from sf.runtime.orphans import named_semaphores
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
@@ -82,10 +83,12 @@ def run_parallel(
     stop_event_local,
     cluster=None,
     resume: dict[int, Loaded] | None = None,
+    registrations: Registrations | None = None,
 ) -> dict:
     """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
     other nodes, under links that the runner watches and stops like its own processes. `resume`: the checkpoint each
-    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts."""
+    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts.
+    `registrations`: the user's observers (`sf.runtime.observers`), called by the runner in this process."""
     resume = resume or {}
     ctx = mp.get_context("spawn")
     model = build_model(cfg, env_info, "cpu")
@@ -141,7 +144,7 @@ def run_parallel(
         resume={p: loaded.path for p, loaded in resume.items()},
     )
 
-    runner = Runner(cfg, experiment, on_stop_request=control.set)
+    runner = Runner(cfg, experiment, on_stop_request=control.set, registrations=registrations)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
     if colocated:
         expected |= {inference_worker_name(p, w) for p in range(cfg.num_policies) for w in local_workers}
@@ -171,6 +174,7 @@ def run_parallel(
         try:
             if profile is not None:
                 profile.begin()
+            runner.init_observers()
             if cluster is not None:  # first: other nodes start their agents while this one starts its processes
                 links = cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
                 for name, link in links.items():

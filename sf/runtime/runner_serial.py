@@ -29,6 +29,7 @@ from sf.runtime.experiment import Experiment
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
+from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
@@ -44,12 +45,19 @@ ENVS_STARTED_S = 1.0  # the first tick of this timer comes once every component 
 
 
 def run_serial(
-    cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event, resume: dict[int, Path] | None = None
+    cfg,
+    experiment: Experiment,
+    env_info: EnvInfo,
+    device: str,
+    stop_event,
+    resume: dict[int, Path] | None = None,
+    registrations: Registrations | None = None,
 ) -> dict:
-    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`)."""
+    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`); `registrations`: the user's
+    observers (`sf.runtime.observers`)."""
     resume = resume or {}
     supervisor = Supervisor()
-    runner = Runner(cfg, experiment)
+    runner = Runner(cfg, experiment, registrations=registrations)
     loop = EventLoop(stop_event=stop_event)
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
@@ -79,6 +87,7 @@ def run_serial(
             try:
                 if profile is not None:
                     profile.begin()
+                runner.init_observers()
                 loop.run()
             except Exception as exc:
                 failed = f"{loop.failed}: " if loop.failed else ""
