@@ -5,7 +5,8 @@ rollout workers or the machine has cores, whichever is more, so a serial run's o
 workers than cores is still measured against the whole machine. Each process is started the way a rollout worker
 is (spawn, one math thread, pinned round robin), creates its envs, and after all are ready steps them round robin
 for a fixed time. No network, no inference, no learner: the FPS a framework could reach if its own cost were zero.
-With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would.
+With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would. A
+multi-agent env's step counts a frame per agent, as training counts them (and Sample Factory does).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs import EnvConfig
 from sf.envs.families import EnvFamily
+from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
 from sf.envs.vector import VectorConfig
@@ -67,17 +69,28 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     if cfg.envpool:
         _step_vector_env(cfg, index, num_envs, seconds, go, results)
         return
-    envs = [EnvAdapter(create_env(cfg.env, cfg, EnvConfig(index, i, index * num_envs + i))) for i in range(num_envs)]
+    plain = Namespace(**{**vars(cfg), "env_framestack": 1})  # the simulator alone: no frame stacking
+    envs = [open_env(plain, EnvConfig(index, i, index * num_envs + i)) for i in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
     actions = random_actions(envs[0].action_spec, 4096, np.random.default_rng(index))
+    if isinstance(envs[0], MultiAgentAdapter):
+        agents = envs[0].num_agents
+        action_rows = [actions[k : k + agents] for k in range(len(actions) - agents)]
 
-    def step_round(steps: int) -> int:
-        for k, env in enumerate(envs):
-            _, _, terminated, truncated, _ = env.step(actions[(steps + k) % len(actions)])
-            if terminated or truncated:
-                env.reset()
-        return len(envs)
+        def step_round(steps: int) -> int:
+            for k, env in enumerate(envs):  # the env resets itself
+                env.step(action_rows[(steps + k) % len(action_rows)])
+            return len(envs) * agents
+
+    else:
+
+        def step_round(steps: int) -> int:
+            for k, env in enumerate(envs):
+                _, _, terminated, truncated, _ = env.step(actions[(steps + k) % len(actions)])
+                if terminated or truncated:
+                    env.reset()
+            return len(envs)
 
     try:
         _timed_rounds(step_round, envs[0].frameskip, index, seconds, go, results)

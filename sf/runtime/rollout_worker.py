@@ -52,7 +52,7 @@ class RolloutWorker(Component):
         cfg, n = self.cfg, self.num_envs
         layout = self.buffers.layout
         first_slot = layout.first_slot(self.idx)
-        self.free = deque(range(first_slot, first_slot + layout.slots_per_worker))
+        self.free = deque(range(first_slot, first_slot + layout.slots_per_worker, layout.agents_per_env))
         self.envs: list[EnvAdapter] = []
         self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)
         # per-env state in plain lists: the rollout loop reads and writes them once per env step, where a
@@ -83,7 +83,7 @@ class RolloutWorker(Component):
         self.ready: list[list[int]] = [[] for _ in range(self.num_splits)]
         self.global_env = [self.idx * n + i for i in range(n)]
         self.envs_total = cfg.num_workers * n
-        self.traj_per_version = trajectories_per_batch(cfg)
+        self.traj_per_version = trajectories_per_batch(cfg) // layout.agents_per_env  # rounds of every agent
 
         delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds
         if delay > 0:
@@ -162,17 +162,12 @@ class RolloutWorker(Component):
         """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
         into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
         envs = self.inflight.pop((split, policy))
-        b, T = self.buffers, self.T
-        values_np = b.np["values"]
-        slot, pending = self.slot, self.pending
+        pending = self.pending
         finished: dict[int, list[int]] = {}
         stepping = []
         for i in envs:
             if pending[i] >= 0:
-                old = pending[i]
-                values_np[old, T] = values_np[slot[i], 0]
-                finished.setdefault(self.pending_policy[i], []).append(old)
-                pending[i] = -1
+                self._hand_over(i, finished)
             if self.sync and self.done_count[i] >= self._quota(i):
                 self.parked.add(i)
             else:
@@ -183,6 +178,14 @@ class RolloutWorker(Component):
             self.send(batcher_name(policy_id), Trajectories(slots))
         self._request(split)
         self._update_wait()
+
+    def _hand_over(self, i: int, finished: dict[int, list[int]]) -> None:
+        """Env i's finished trajectory has its bootstrap value now (the first of its new slot): to the batcher."""
+        old, T = self.pending[i], self.T
+        values_np = self.buffers.np["values"]
+        values_np[old, T] = values_np[self.slot[i], 0]
+        finished.setdefault(self.pending_policy[i], []).append(old)
+        self.pending[i] = -1
 
     def _step_envs(self, stepping: list[int], split: int) -> None:
         b, T, timing = self.buffers, self.T, self.timing
@@ -300,12 +303,9 @@ class RolloutWorker(Component):
 
     def _continue_in_new_slot(self, i: int, old: int) -> None:
         new = self.free.popleft()
-        b, T = self.buffers, self.T
-        for arr in b.obs_np.values():
-            arr[new, 0] = arr[old, T]
-        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        self._carry_over(old, new)
         self._clear_step_flags(new)
-        b.np["traj_time"][new, 0] = time.monotonic()
+        self.buffers.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
         if self.episode_ended[i] and self.cfg.num_policies > 1:
@@ -313,6 +313,13 @@ class RolloutWorker(Component):
         self.episode_ended[i] = False
         self.slot[i] = new
         self.t[i] = 0
+
+    def _carry_over(self, old: int, new: int) -> None:
+        """A trajectory continues in a new slot from the last observation and RNN state of the old one."""
+        b, T = self.buffers, self.T
+        for arr in b.obs_np.values():
+            arr[new, 0] = arr[old, T]
+        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
 
     def _clear_step_flags(self, slot: int) -> None:
         """A slot starts with no episode end: the step loop then writes dones and time-outs only when one ends."""
@@ -338,14 +345,17 @@ class RolloutWorker(Component):
                 by_policy.setdefault(self.policy[i], []).append(i)
             for policy_id, group in by_policy.items():
                 self.inflight[(split, policy_id)] = group
-                slots = [self.slot[i] for i in group]
-                steps = [self.t[i] for i in group]
+                slots, steps = self._rows(group)
                 self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps))
             self.ready[split] = []
 
+    def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
+        """The (slot, step) of each env of `group` whose actions the inference worker computes."""
+        return [self.slot[i] for i in group], [self.t[i] for i in group]
+
     # messages from the learner side ---------------------------------------------------------------------
     def _on_release(self, msg: Release) -> None:
-        self.free.extend(msg.slots)
+        self.free.extend(self._reusable(msg.slots))
         touched = set()
         while self.need_slot and self.free:
             i, old = self.need_slot.popleft()
@@ -356,6 +366,10 @@ class RolloutWorker(Component):
         for split in touched:
             self._request(split)
         self._update_wait()
+
+    def _reusable(self, slots: list[int]) -> list[int]:
+        """The slots that a release makes free for an env."""
+        return slots
 
     def _on_version(self, msg: PolicyVersion) -> None:
         policy_id, version = msg.policy_id, msg.version

@@ -325,14 +325,14 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     from sf.runtime.checkpoint import CheckpointManager
     from sf.runtime.inference_worker import InferenceWorker
     from sf.runtime.learner import Learner
-    from sf.runtime.rollout_worker import RolloutWorker
+    from sf.runtime.setup import make_rollout_worker
 
     cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
     device = shared["device"]
     inbox = queues[{"rollout": rollout_worker_name(a), "inference": policy_queue_name(a)}.get(kind, learner_name(a))]
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, queues), stop_event=shared["stop_event"])
     if kind == "rollout":
-        loop.add(RolloutWorker(cfg, a, buffers))
+        loop.add(make_rollout_worker(cfg, a, buffers))
         if cfg.inference_placement == "rollout_worker":
             for p in range(cfg.num_policies):
                 model = build_model(cfg, env_info, device, seed_offset=p)

@@ -32,9 +32,8 @@ from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
-from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
-from sf.runtime.setup import build_buffers, build_model
+from sf.runtime.setup import build_buffers, build_model, make_rollout_worker
 from sf.runtime.supervisor import Supervisor
 from sf.utils.roles import RUNNER, policy_queue_name
 
@@ -68,7 +67,7 @@ def run_serial(
         loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
         loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))
     for w in range(cfg.num_workers):
-        loop.add(RolloutWorker(cfg, w, buffers))
+        loop.add(make_rollout_worker(cfg, w, buffers))
     loop.add(runner)
     loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
 
