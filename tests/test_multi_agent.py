@@ -5,7 +5,9 @@ episode statistics."""
 from __future__ import annotations
 
 import json
+import math
 import queue
+import re
 import sys
 
 import gymnasium
@@ -16,6 +18,7 @@ from conftest import ROOT, read_scalars, run_sf
 from gymnasium import spaces
 from test_learner import T, hand_built_batch, train_once
 
+from sf.bench.ceiling import random_actions, round_stepper
 from sf.cfg.arguments import default_cfg
 from sf.envs import EnvAdapter, register_env
 from sf.envs.gym_family import register_gym_env
@@ -129,6 +132,23 @@ def test_the_adapter_steps_every_agent_and_names_a_list_of_the_wrong_length():
     stacked.reset()
     first = [o["obs"].copy() for o in stacked.step(np.zeros((2, 1), np.float32))[0]]
     assert first[1].tolist() == [0, 1, 0, 1, 1, 1]  # agent 1's own frames: the reset one, then the new one
+
+
+def test_the_env_benchmark_counts_a_frame_per_agent():
+    """The simulator ceiling's round steps each env once, every agent with an action of its own, and counts each
+    agent's frame, as training counts them."""
+    envs = [MultiAgentAdapter(TwoClocks(), 2) for _ in range(3)]
+    for env in envs:
+        env.reset()
+    actions = random_actions(envs[0].action_spec, 16, np.random.default_rng(0))
+    step_round = round_stepper(envs, actions)
+    assert step_round(5) == 6
+    assert [env.env.received for env in envs] == [[actions[5 + k : 7 + k, 0].astype(int).tolist()] for k in range(3)]
+    register_gym_env("CartPole-v1")
+    single = [open_env(default_cfg(env="CartPole-v1")) for _ in range(2)]
+    for env in single:
+        env.reset(seed=0)
+    assert round_stepper(single, random_actions(single[0].action_spec, 16, np.random.default_rng(0)))(0) == 2
 
 
 def _play(worker: MultiAgentRolloutWorker, steps: int) -> TwoClocks:
@@ -348,6 +368,20 @@ def test_a_serial_multi_agent_run_with_observers(serial_observed):
     runner = json.loads((exp / "profile.json").read_text())["Runner"]["tree"]
     hooks = runner["main_loop"]["children"]["observers"]["children"]
     assert {"on_init", "on_connect_components", "on_start", "on_training_step", "on_stop"} <= set(hooks)
+
+
+def test_the_profile_tools_read_a_multi_agent_run(serial_observed):
+    """The report and the live view take the run's frames as it counts them, every agent's."""
+    from sf.analysis.cli import run_report
+    from sf.analysis.run_data import load_experiment
+    from sf.analysis.top import ReplaySource, frame_text
+
+    _, summary, exp = serial_observed
+    frames = summary["env_frames"]["0"]
+    assert load_experiment(exp).frames == frames
+    assert re.search(r"^verdict: [a-z]+-bound", run_report(exp), re.M)
+    view = frame_text(ReplaySource(exp, speed=1.0, at=math.inf).frame(4.0), height=30)
+    assert f"frames {frames:,}" in view
 
 
 @pytest.mark.slow

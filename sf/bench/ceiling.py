@@ -16,11 +16,12 @@ import os
 import queue
 import time
 from argparse import Namespace
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from sf.envs import EnvConfig
+from sf.envs import EnvAdapter, EnvConfig
 from sf.envs.families import EnvFamily
 from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
@@ -73,30 +74,37 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     envs = [open_env(plain, EnvConfig(index, i, index * num_envs + i)) for i in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
-    actions = random_actions(envs[0].action_spec, 4096, np.random.default_rng(index))
-    if isinstance(envs[0], MultiAgentAdapter):
-        agents = envs[0].num_agents
-        action_rows = [actions[k : k + agents] for k in range(len(actions) - agents)]
-
-        def step_round(steps: int) -> int:
-            for k, env in enumerate(envs):  # the env resets itself
-                env.step(action_rows[(steps + k) % len(action_rows)])
-            return len(envs) * agents
-
-    else:
-
-        def step_round(steps: int) -> int:
-            for k, env in enumerate(envs):
-                _, _, terminated, truncated, _ = env.step(actions[(steps + k) % len(actions)])
-                if terminated or truncated:
-                    env.reset()
-            return len(envs)
-
+    step_round = round_stepper(envs, random_actions(envs[0].action_spec, 4096, np.random.default_rng(index)))
     try:
         _timed_rounds(step_round, envs[0].frameskip, index, seconds, go, results)
     finally:
         for env in envs:
             env.close()
+
+
+def round_stepper(envs: list[EnvAdapter | MultiAgentAdapter], actions: np.ndarray) -> Callable[[int], int]:
+    """`step_round(steps so far)`: step every env once with actions from `actions` (rows), resetting the envs whose
+    episode ended, and return the frames it took before frameskip: one per env, or one per agent of a multi-agent
+    env (which resets itself)."""
+    if isinstance(envs[0], MultiAgentAdapter):
+        agents = envs[0].num_agents
+        rows = [actions[k : k + agents] for k in range(len(actions) - agents)]
+
+        def step_agents(steps: int) -> int:
+            for k, env in enumerate(envs):
+                env.step(rows[(steps + k) % len(rows)])
+            return len(envs) * agents
+
+        return step_agents
+
+    def step_round(steps: int) -> int:
+        for k, env in enumerate(envs):
+            _, _, terminated, truncated, _ = env.step(actions[(steps + k) % len(actions)])
+            if terminated or truncated:
+                env.reset()
+        return len(envs)
+
+    return step_round
 
 
 def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results) -> None:
