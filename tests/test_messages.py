@@ -54,6 +54,7 @@ EXAMPLES = {  # one message of each kind, with values of the types its fields ca
     messages.Trajectories: messages.Trajectories([5, 6]),
     messages.Release: messages.Release([5]),
     messages.PolicyVersion: messages.PolicyVersion(0, 9),
+    messages.TrainingInfo: messages.TrainingInfo({0: 4096, 1: 2048}),
     messages.Train: Train({"rewards": [1.0]}, 2048, 3),
     messages.LearnerVersion: messages.LearnerVersion(4),
     messages.Save: Save(),

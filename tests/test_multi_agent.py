@@ -25,9 +25,10 @@ from sf.envs.gym_family import register_gym_env
 from sf.envs.multi_agent import MultiAgentAdapter, MultiAgentEnvError, multi_agent_info, open_env
 from sf.envs.pettingzoo_env import PettingZooEnv
 from sf.envs.spaces import UnsupportedSpaceError
+from sf.envs.training_info import TrainingInfoInterface, find_training_info_interface
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.experiment import Experiment
-from sf.runtime.messages import SaveBest
+from sf.runtime.messages import SaveBest, TrainingInfo
 from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
 from sf.runtime.runner import Runner
 from sf.runtime.setup import build_buffers, make_rollout_worker, probe_env
@@ -37,7 +38,7 @@ from sf.utils.roles import RUNNER, learner_name, policy_queue_name
 EPISODE = (3, 4)  # agent 0's episodes end (terminated) after 3 steps, agent 1's (truncated) after 4
 
 
-class TwoClocks(gymnasium.Env):
+class TwoClocks(gymnasium.Env, TrainingInfoInterface):
     """Two agents on clocks of their own: agent a observes (its step in its episode, a, the env's step) and earns
     10 * a + that step; agent 0 is terminated every 3 steps, agent 1 truncated every 4, each reset by the env on the
     spot; agent 1 sits out the step after its 2nd of every episode. Episode ends carry a true objective and extra
@@ -49,6 +50,7 @@ class TwoClocks(gymnasium.Env):
     is_multiagent = True
 
     def __init__(self):
+        TrainingInfoInterface.__init__(self)
         self.k, self.n, self.received = [0, 0], 0, []
 
     def _obs(self):
@@ -194,6 +196,24 @@ def test_an_inactive_agent_is_marked_and_episodes_are_each_agents(worker):
     agent1 = [e for e in episodes if e[2] == 1.0]
     assert agent0 == [(6.0, 3, 0.0, {"agent": 0.0, "steps": 3.0})] * 2  # one per env; 1 + 2 + 3
     assert agent1 == [(50.0, 4, 1.0, {"agent": 1.0, "steps": 4.0})] * 2  # 11 + 12 + 13 + 14
+
+
+def test_envs_hear_how_far_training_got_at_their_episodes_ends(worker):
+    """Sample Factory's TrainingInfoInterface: the runner's last frame count, given at an episode's end."""
+    worker._on_training_info(TrainingInfo({0: 1234}))
+    env = _play(worker, 2)
+    assert env.training_info == {}  # no episode has ended yet
+    _play(worker, 1)  # agent 0's first episode ends
+    assert env.training_info == {"policy_id": 0, "approx_total_training_steps": 1234, "reward_shaping": None}
+
+    class Curriculum(gymnasium.Wrapper, TrainingInfoInterface):
+        def __init__(self, env):
+            gymnasium.Wrapper.__init__(self, env)
+            TrainingInfoInterface.__init__(self)
+
+    wrapped = gymnasium.wrappers.TimeLimit(Curriculum(gymnasium.make("CartPole-v1")), 10)
+    assert find_training_info_interface(wrapped) is wrapped.env  # found on the way down to the unwrapped env
+    assert find_training_info_interface(gymnasium.make("CartPole-v1")) is None
 
 
 def test_an_env_group_continues_hands_over_and_comes_back_whole(worker):

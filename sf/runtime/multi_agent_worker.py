@@ -119,6 +119,7 @@ class MultiAgentRolloutWorker(RolloutWorker):
             self.episodes.setdefault(self.policy[i], []).append(episode)
         self.agent_return[k] = 0.0
         self.agent_len[k] = 0
+        self._tell_training_info(i)
 
     # slots: a group of one per agent ---------------------------------------------------------------------
     def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:

@@ -25,10 +25,19 @@ import numpy as np
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
 from sf.envs.registry import create_vector_env
+from sf.envs.training_info import find_training_info_interface, training_info
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.messages import Actions, Episodes, PolicyRequest, PolicyVersion, Release, Trajectories
+from sf.runtime.messages import (
+    Actions,
+    Episodes,
+    PolicyRequest,
+    PolicyVersion,
+    Release,
+    TrainingInfo,
+    Trajectories,
+)
 from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
 
@@ -69,6 +78,7 @@ class RolloutWorker(Component):
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = [0] * cfg.num_policies
+        self.trained_steps = [0] * cfg.num_policies  # the runner's last word (TrainingInfo)
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
             if cfg.env_threads > 1 and not cfg.envpool
@@ -95,6 +105,8 @@ class RolloutWorker(Component):
             else:
                 self._start_envs()
         self._step_group = self._step_vector if self.vector is not None else self._step_envs
+        # the envs that take Sample Factory's training info at their episodes' ends (None for the others)
+        self.info_takers = [find_training_info_interface(env.env) for env in self.envs] or [None] * n
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
@@ -289,6 +301,13 @@ class RolloutWorker(Component):
         self.ep_return[i] = 0.0
         self.ep_len[i] = 0
         self.episode_ended[i] = True
+        self._tell_training_info(i)
+
+    def _tell_training_info(self, i: int) -> None:
+        taker = self.info_takers[i]
+        if taker is not None:
+            policy = self.policy[i]
+            taker.set_training_info(training_info(policy, self.trained_steps[policy]))
 
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
@@ -389,6 +408,10 @@ class RolloutWorker(Component):
         for split in touched:
             self._request(split)
         self._update_wait()
+
+    def _on_training_info(self, msg: TrainingInfo) -> None:
+        for policy_id, steps in msg.env_steps.items():
+            self.trained_steps[policy_id] = steps
 
     def _send_episode_stats(self) -> None:
         for policy_id, episodes in self.episodes.items():

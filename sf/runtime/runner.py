@@ -41,12 +41,13 @@ from sf.runtime.messages import (
     Save,
     SaveBest,
     Staleness,
+    TrainingInfo,
 )
 from sf.runtime.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Registrations
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
 from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
-from sf.utils.roles import RUNNER, Role, learner_name
+from sf.utils.roles import RUNNER, Role, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 
@@ -276,8 +277,12 @@ class Runner(Component):
 
     # reporting ---------------------------------------------------------------------------------------
     def report(self) -> None:
+        """The progress line and the episode scalars; the rollout workers hear how far each policy has trained (for
+        envs with Sample Factory's TrainingInfoInterface)."""
         with self.timing.add_time("report"):
             self._report()
+            for w in range(self.cfg.num_workers):
+                self.send(rollout_worker_name(w), TrainingInfo(dict(self.progress.env_steps)))
 
     def _report(self) -> None:
         progress, now = self.progress, time.monotonic()
