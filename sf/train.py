@@ -117,6 +117,7 @@ class TrainingRun:
         self._prepared: _Prepared | None = None
         self._init_status: int | None = None
         self._server = False
+        self._lock = None
 
     def register_observer(self, observer: AlgoObserver) -> None:
         self.registrations.observers.append(observer)
@@ -135,15 +136,20 @@ class TrainingRun:
 
             process_start.start_server(registry_snapshot(), self.cfg.force_envs_single_thread)
             self._server = True
+        self._lock = _lock(self.cfg)
+        if self._lock is None:
+            self._discard_server()
+            self._init_status = EXIT_BAD_INPUT
+            return self._init_status
         try:
             self._init_status = _prepare(self.cfg)
         except BaseException:
-            self._discard_server()
+            self._end()
             raise
         if isinstance(self._init_status, _Prepared):
             self._prepared, self._init_status = self._init_status, ExperimentStatus.SUCCESS
         else:
-            self._discard_server()
+            self._end()
         return self._init_status
 
     def run(self) -> int:
@@ -156,7 +162,14 @@ class TrainingRun:
         try:
             return _train(self.cfg, prepared, self.registrations)
         finally:
-            self._discard_server()  # still there only when the run ended before it started a component
+            self._end()
+
+    def _end(self) -> None:
+        """The fork server (still there only when the run ended before it started a component) and the lock go."""
+        self._discard_server()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _discard_server(self) -> None:
         if self._server:
@@ -179,9 +192,35 @@ def run_rl(cfg) -> int:
     return runner.run() if status == ExperimentStatus.SUCCESS else status
 
 
+def _lock(cfg):
+    """The experiment folder's lock, held from `init` to the end of `run`: a second run of the same experiment is
+    refused. None (the status printed) when it cannot be taken."""
+    from sf.runtime.experiment_lock import ExperimentLock
+    from sf.utils.logging import setup_logging
+
+    setup_logging(cfg.log_level)
+    lock = ExperimentLock(Path(cfg.train_dir) / cfg.experiment)
+    try:
+        lock.acquire()
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return None
+    except OSError as exc:
+        print(error_line(_unwritable(cfg, exc)), file=sys.stderr)
+        return None
+    return lock
+
+
+def _unwritable(cfg, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); choose a writable folder",
+        flag="--train_dir",
+    )
+
+
 def _prepare(cfg) -> _Prepared | int:
-    """The checks before a run: what to resume, the env's spaces, the experiment folder and config.json; the exit
-    status when the run cannot (or need not) start."""
+    """The checks before a run (the experiment's lock held): what to resume, the env's spaces, the experiment
+    folder and config.json; the exit status when the run cannot (or need not) start."""
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
@@ -191,7 +230,6 @@ def _prepare(cfg) -> _Prepared | int:
     from sf.runtime.setup import probe_env
     from sf.utils.logging import setup_logging
 
-    setup_logging(cfg.log_level)
     env_error: Exception | None = None
     previous_precision = _previous_precision(cfg)  # before config.json is written again
     try:
@@ -217,11 +255,7 @@ def _prepare(cfg) -> _Prepared | int:
                 _log_changes(resume.changed, experiment.keep_previous_config())
             experiment.write_config()
         except OSError as exc:
-            raise ConfigError(
-                f"--train_dir: cannot write {exc.filename or cfg.train_dir} ({exc.strerror or exc}); "
-                f"choose a writable folder",
-                flag="--train_dir",
-            ) from None
+            raise _unwritable(cfg, exc) from None
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -231,6 +265,8 @@ def _prepare(cfg) -> _Prepared | int:
         log.error("cannot train on env %r: %s", cfg.env, env_error)
         _write_failure(experiment, f"{type(env_error).__name__}: {env_error}")
         return 1
+    if resume is not None:
+        resume.set_aside_newer(cfg)
     return _Prepared(experiment, env_info, resume, previous_precision)
 
 

@@ -60,6 +60,7 @@ def env_registrations_stay_in_their_test():
     yield
     registry._REGISTRY.clear()
     registry._VECTOR_REGISTRY.clear()
+    registry._SHM_NAMES.clear()
     registry.restore_registry(saved)
 
 

@@ -1,6 +1,5 @@
-"""What the tests need to know of faster-fifo's queue object: where its process-shared mutex lives, to take it (a
-process that dies holding it) or to read whether it is held (a writer killed inside a put). sf itself never touches
-the mutex of a queue."""
+"""What the tests do to faster-fifo's process-shared mutex: take it and keep it (a process that dies holding it), or
+read whether it is held (a writer killed inside a put). Where it lives is `sf.runtime.queue_locks`' to know."""
 
 from __future__ import annotations
 
@@ -9,9 +8,7 @@ from functools import cache
 
 import faster_fifo
 
-# faster-fifo's `struct Queue`: six size_t fields (max_size_bytes, maxsize, head, tail, size, num_elem), a
-# pthread_mutexattr_t (4 bytes, padded to 8), then the mutex, whose first int is glibc's lock word
-MUTEX_OFFSET = 6 * 8 + 8
+from sf.runtime.queue_locks import MUTEX_OFFSET, holder, layout_known
 
 
 @cache
@@ -30,13 +27,13 @@ def lock_queue(queue: faster_fifo.Queue) -> bool:
 
 def queue_locked(queue: faster_fifo.Queue) -> bool:
     """Whether someone holds the queue's mutex (its lock word is set); reading it changes nothing."""
-    return ctypes.c_int.from_address(mutex_address(queue)).value != 0
+    return holder(queue) is not None
 
 
 def layout_recognised() -> bool:
-    """The mutex is where this module expects: free, it reads unlocked; taken by this thread, locked."""
+    """The mutex is where sf reads it: free, it reads unlocked; taken by this thread, locked."""
     queue = faster_fifo.Queue(1024)
-    if queue_locked(queue) or not lock_queue(queue):
+    if not layout_known(queue) or queue_locked(queue) or not lock_queue(queue):
         return False
     held = queue_locked(queue)
     _libc().pthread_mutex_unlock(ctypes.c_void_p(mutex_address(queue)))

@@ -1,5 +1,6 @@
-"""Checkpoints you cannot lose: durable writes, rotation by save order, the newest file that loads, failed saves that
-name their file and cause and leave the previous ones whole."""
+"""Checkpoints you cannot lose: durable writes, newest by version (never by file time), rotation that never deletes
+a newer one, the newest file that loads, failed saves that name their file and cause and leave the previous ones
+whole."""
 
 from __future__ import annotations
 
@@ -38,19 +39,50 @@ def test_rotation_keeps_the_newest_and_loads_it(tmp_path):
     assert not list(manager.dir.glob("*.tmp"))
 
 
-def test_a_run_resumed_from_an_older_checkpoint_rotates_away_the_newer_numbers_not_its_own_saves(tmp_path):
+def test_a_run_resumed_from_an_older_checkpoint_sets_the_newer_ones_aside_and_its_saves_are_the_newest(tmp_path):
     """Periodic checkpoints 100 and 101 exist; a run resumed from the best policy at version 50 saves 51, 52, ...:
-    those are the newest, and a later resume continues from them."""
+    100 and 101 go into superseded/ (kept, not deleted), and a later resume continues from 52."""
     manager = CheckpointManager(tmp_path, 0, keep=2)
     _save(manager, 100, 101)
-    for age, path in enumerate(reversed(manager.paths()), start=1):  # written by a run an hour ago
-        os.utime(path, (path.stat().st_atime - 3600 * age, path.stat().st_mtime - 3600 * age))
+    best = manager.save_if_best(_state(50), 50, 5000, "reward", 1.0)
     resumed = CheckpointManager(tmp_path, 0, keep=2)
-    _save(resumed, 51)
-    assert "checkpoint_000000051_5100.pth" in _names(resumed)
-    _save(resumed, 52)
-    assert _names(resumed) == ["checkpoint_000000051_5100.pth", "checkpoint_000000052_5200.pth"]
-    assert resumed.newest().state["version"] == 52
+    moved = resumed.set_aside_newer(best)
+    assert [p.name for p in moved] == ["checkpoint_000000100_10000.pth", "checkpoint_000000101_10100.pth"]
+    assert sorted(p.name for p in (manager.dir / "superseded").iterdir()) == [p.name for p in moved]
+    _save(resumed, 51, 52, 53)
+    assert _names(resumed) == ["checkpoint_000000052_5200.pth", "checkpoint_000000053_5300.pth"]
+    assert CheckpointManager(tmp_path, 0, keep=2).newest().state["version"] == 53
+
+
+def test_a_copied_folder_resumes_from_its_highest_version_whatever_the_file_times(tmp_path):
+    manager = CheckpointManager(tmp_path, 0, keep=3)
+    _save(manager, 7, 8, 9)
+    for age, path in enumerate(manager.paths()):  # copied without timestamps: the oldest save looks the newest
+        os.utime(path, (1e9 - age * 3600, 1e9 - age * 3600))
+    copy = CheckpointManager(tmp_path, 0, keep=3)
+    assert copy.newest().state["version"] == 9
+    _save(copy, 10)
+    assert _names(copy) == [f"checkpoint_00000000{v}_{v * 100}.pth" for v in (8, 9)] + ["checkpoint_000000010_1000.pth"]
+
+
+def test_rotation_never_deletes_a_checkpoint_newer_than_the_one_just_written(tmp_path):
+    manager = CheckpointManager(tmp_path, 0, keep=2)
+    _save(manager, 5, 6)
+    _save(manager, 3)
+    assert _names(manager) == ["checkpoint_000000003_300.pth", "checkpoint_000000005_500.pth",
+                               "checkpoint_000000006_600.pth"]  # fmt: skip
+    _save(manager, 4)  # again newer ones than itself: of the older, none is kept
+    assert _names(manager) == ["checkpoint_000000004_400.pth", "checkpoint_000000005_500.pth",
+                               "checkpoint_000000006_600.pth"]  # fmt: skip
+
+
+def test_a_checkpoint_whose_contents_contradict_its_name_is_skipped(tmp_path, caplog):
+    manager = CheckpointManager(tmp_path, 0, keep=3)
+    _save(manager, 2)
+    torch.save(_state(1), manager.dir / "checkpoint_000000009_900.pth")  # renamed by hand
+    loaded = manager.newest()
+    assert loaded.state["version"] == 2
+    assert "checkpoint_000000009_900.pth" in caplog.text and "not what its name says" in caplog.text
 
 
 def test_milestones_outlive_rotation(tmp_path):
@@ -110,6 +142,21 @@ def test_a_save_writes_a_temporary_file_fsyncs_it_and_the_folder_then_renames(tm
     path = CheckpointManager(tmp_path, 0, keep=2).save(_state(7), 7, 700)
     assert synced == [str(path) + ".tmp", "folder"]  # the data before the rename, the rename after it
     assert path.exists() and not Path(str(path) + ".tmp").exists()
+
+
+def test_config_and_summary_are_written_like_a_checkpoint(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from sf.runtime.experiment import Experiment
+
+    synced = []
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+    )
+    experiment = Experiment.__new__(Experiment)
+    experiment.dir = tmp_path
+    path = experiment.write_json("config.json", SimpleNamespace(a=1).__dict__)
+    assert synced == ["file", "folder"] and path.read_text() == '{\n  "a": 1\n}'
 
 
 def test_stale_temporary_files_are_removed_at_start(tmp_path):

@@ -34,8 +34,8 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(source: str, package: str) -> set[str]:
-    """Every sf name the source imports, anywhere in it; `from a import b` gives `a` and `a.b` (b may be a module).
-    `package` resolves relative imports."""
+    """Every sf and sf_examples name the source imports, anywhere in it; `from a import b` gives `a` and `a.b` (b may
+    be a module). `package` resolves relative imports."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -47,15 +47,15 @@ def imports_of(source: str, package: str) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {name for name in found if name == "sf" or name.startswith("sf.")}
+    return {name for name in found if name.split(".")[0] in ("sf", "sf_examples")}
 
 
 def imported(path: Path, module: str) -> set[str]:
     return imports_of(path.read_text(), module if path.name == "__init__.py" else module.rpartition(".")[0])
 
 
-def graph() -> dict[str, set[str]]:
-    paths = {module_name(p): p for p in (ROOT / "sf").rglob("*.py")}
+def graph(package: str = "sf") -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
     return {module: {m for m in imported(path, module) if m in paths and m != module} for module, path in paths.items()}
 
 
@@ -122,6 +122,16 @@ def test_no_import_runs_up_the_layers():
 
 def test_no_import_cycles():
     assert cycles(graph()) == []
+
+
+def test_no_import_cycles_in_the_examples():
+    assert cycles(graph("sf_examples")) == []
+
+
+def test_sf_never_imports_the_examples():
+    """The examples use sf; sf names their modules only as strings, imported when a family is used."""
+    found = {m for path in (ROOT / "sf").rglob("*.py") for m in imported(path, module_name(path))}
+    assert sorted(m for m in found if m.startswith("sf_examples")) == []
 
 
 def test_imports_in_functions_and_type_checking_blocks_count():

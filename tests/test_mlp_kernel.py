@@ -89,7 +89,7 @@ def test_kernel_step_matches_the_torch_model(name):
     worker.requests.append(PolicyRequest(0, 1, slots, steps))
     worker.flush()
     ((dest, msg),) = worker.loop.sent
-    assert dest == "RolloutWorker_w0" and type(msg) is Actions and msg == Actions(splits=[1], policy_id=0)
+    assert dest == "RolloutWorker_w0" and type(msg) is Actions and msg == Actions(splits=[1], policy_id=0, seqs=[0])
     t = buffers.tensors
     obs = {"obs": buffers.obs["obs"][slots, steps]}
     with torch.no_grad():

@@ -158,3 +158,25 @@ def test_recorder_rows_match_the_tree_alone_and_beside_another_hook():
     assert all(r[0] == "X" and r[1] == "Learner 0" and r[4] >= r[3] for r in rows)
     # the row of an inlined exit ends at the reading the node's time was taken from
     assert rows[0][4] - rows[0][3] == t.get("train/update")
+
+
+def test_the_merge_reads_only_this_runs_parts_and_never_unpickles(tmp_path):
+    """An earlier run's part, a pickle someone left and a file that is no part stay out; only JSON is read."""
+    import os
+    import pickle
+    import time
+
+    parts = tmp_path / timeline.PARTS_DIR
+    parts.mkdir()
+    fresh = {"pid": 11, "clock": timeline.SHARED_CLOCK, "wall_offset_s": 0.0, "rows": [["C", "Runner", "tick", 1, 2]]}
+    stale = {**fresh, "pid": 12, "rows": [["C", "OldRun", "tick", 1, 2]]}
+    (parts / "OldRun.12.json").write_text(json.dumps(stale))
+    os.utime(parts / "OldRun.12.json", (1e9, 1e9))
+    since = time.time() - 1.0
+    (parts / "Runner.11.json").write_text(json.dumps(fresh))
+    (parts / "Planted.13.pkl").write_bytes(pickle.dumps({"rows": []}))
+    (parts / "Other.14.json").write_text(json.dumps({"not": "a part"}))
+    out = timeline.merge(tmp_path, since=since)
+    names = {e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"Runner"}
+    assert not parts.exists()

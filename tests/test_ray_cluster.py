@@ -156,8 +156,8 @@ def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train
 
 
 @pytest.mark.slow
-def test_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
-    code, out, took, pids = _kill_during_run(cluster, tmp_path, "kill", [], 100_000_000)
+def test_with_restarts_off_a_killed_agent_ends_the_run(cluster, tmp_path, shm_before):
+    code, out, took, pids = _kill_during_run(cluster, tmp_path, "kill", ["--ray_max_restarts=0"], 100_000_000)
     assert code != 0
     assert took < 15, took
     summary = _json(tmp_path / "kill" / "summary.json")
@@ -182,6 +182,49 @@ def test_lost_agent_is_restarted_and_the_run_finishes(cluster, tmp_path, shm_bef
     assert all(not alive(pid) for pid in started_pids(out.splitlines()).values())
     assert all(not alive(pid) for pid in pids.values())
     assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_a_lost_nodes_workers_move_to_a_node_left_and_the_run_ends_cleanly_once_none_is(cluster, tmp_path):
+    """Two extra nodes offer the resource the workers are pinned to: the node running them is removed (its agent and
+    processes die with it), the agent starts again on the other; that one removed too, no node is left for them, and
+    the run ends with the reason in one line."""
+    c, _, _ = cluster
+    movable = "sf_test_movable"
+    nodes = {}
+    for _ in range(2):
+        node = c.add_node(num_cpus=1, resources={movable: 4}, object_store_memory=STORE_BYTES)
+        nodes[node.node_id[:8]] = node
+    c.wait_for_nodes()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sf_examples.train_gym_env", "--env=CartPole-v1", *LAYOUT, "--backend=ray",
+         f"--ray_worker_groups={movable}:2", "--train_for_env_steps=100000000", "--experiment=lost",
+         f"--train_dir={tmp_path}", f"--ray_address={c.address}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        first = read_until(proc, r"started NodeAgent_1 pid=\d+ on node .* \((\w{8})\)", lines).group(1)
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        c.remove_node(nodes.pop(first))
+        second = read_until(proc, r"started NodeAgent_1 pid=\d+ on node .* \((\w{8})\)", lines).group(1)
+        assert second in nodes
+        read_until(proc, r"Total num frames: [1-9]", lines)
+        c.remove_node(nodes.pop(second))
+        rest, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+        for node in nodes.values():
+            c.remove_node(node)
+    out = "".join(lines) + rest
+    assert proc.returncode == 1, out[-3000:]
+    summary = _json(tmp_path / "lost" / "summary.json")
+    assert summary["node_restarts"] >= 1
+    assert f"no node left offers the resource {movable} for the workers of NodeAgent_1" in summary["error"]
 
 
 @pytest.mark.slow

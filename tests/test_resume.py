@@ -68,6 +68,16 @@ def test_a_resume_that_changes_the_model_is_refused_with_every_difference_and_wr
     assert _snapshot(folder) == before
 
 
+def test_a_resume_whose_saved_config_cannot_be_read_is_refused_and_writes_nothing(tmp_path, capsys):
+    folder = _prior_run(tmp_path)
+    (folder / "config.json").write_text('{"env": "CartPole-v1", "enc')  # cut short
+    before = _snapshot(folder)
+    assert run_rl(_cfg(tmp_path)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sf: error: --restart_behavior=resume:") and "config.json" in err[0]
+    assert _snapshot(folder) == before
+
+
 def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, caplog):
     folder = _prior_run(tmp_path, env_steps=5000)
     before = _snapshot(folder)
@@ -76,15 +86,18 @@ def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, caplog):
     assert _snapshot(folder) == before
 
 
-def test_restart_starts_checkpoints_tensorboard_and_the_profile_feeds_afresh(tmp_path):
+def test_restart_starts_checkpoints_tensorboard_profiling_and_the_profile_feeds_afresh(tmp_path):
     folder = _prior_run(tmp_path)
     events = folder / ".summary" / "0" / "events.out.tfevents.1"
     events.parent.mkdir(parents=True)
     events.write_bytes(b"old curves")
     for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1"):
         (folder / name).write_text("{}\n")
+    (folder / "profiling" / "timeline_parts").mkdir(parents=True)
+    (folder / "profiling" / "timeline_parts" / "Learner_0.1.json").write_text("{}")
     Experiment(_cfg(tmp_path, "--restart_behavior=restart")).close()
     assert not (folder / "checkpoint_p0").exists() and not events.exists()
+    assert not (folder / "profiling").exists()  # an earlier run's profiler outputs
     assert not any(
         (folder / name).exists() for name in ("profile_series.jsonl", "profile_live.jsonl", "profile_live.jsonl.1")
     )
@@ -104,6 +117,22 @@ def test_other_changes_are_logged_and_the_previous_config_is_kept(tmp_path):
     kept = list(folder.glob("config.*.json"))
     assert len(kept) == 1 and kept[0].read_text() == old_config
     assert json.loads((folder / "config.json").read_text())["learning_rate"] == 0.0005
+
+
+def test_a_resume_past_a_damaged_newest_sets_it_aside_and_its_own_saves_are_the_newest(tmp_path):
+    folder = _prior_run(tmp_path, "--serial_mode=True", env_steps=4096, version=16)
+    damaged = folder / "checkpoint_p0" / "checkpoint_000000020_5120.pth"
+    damaged.write_bytes(b"cut short")
+    result = run_sf(
+        [*LAYOUT, "--serial_mode=True", "--train_for_env_steps=4200", f"--train_dir={tmp_path}", "--experiment=exp"],
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Learner 0 resumed from policy version 16 (4096 env frames)" in result.stdout
+    assert "the 1 newer checkpoint(s) of policy 0 moved to" in result.stdout
+    assert (folder / "checkpoint_p0" / "superseded" / damaged.name).read_bytes() == b"cut short"
+    newest = CheckpointManager(folder, 0, keep=2).newest()
+    assert newest.state["version"] > 16 and newest.path.name != damaged.name
 
 
 def test_every_rollout_worker_acts_with_the_resumed_weights_from_its_first_step(tmp_path):

@@ -139,10 +139,12 @@ OWNER = """
 import sys, threading
 from pathlib import Path
 from sf.runtime.guard import Guard
+from sf.runtime.shm_names import new_ledger
 Path(sys.argv[1]).touch()
-guard = Guard(detached=True)
-guard.own([sys.argv[1]])
-print("ready", flush=True)
+ledger = new_ledger()
+guard = Guard(ledger, detached=True)
+ledger.add([sys.argv[1]])
+print(ledger.path.parent, flush=True)
 threading.Event().wait()
 """
 
@@ -153,17 +155,37 @@ def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_
     owned = f"/dev/shm/sf_guard_test_{os.getpid()}"
     main = subprocess.Popen([sys.executable, "-c", OWNER, owned], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        assert main.stdout.readline().strip() == "ready"
+        private = Path(main.stdout.readline().strip())
+        assert private.is_dir()
         children = psutil.Process(main.pid).children(recursive=True)
         assert not any("sf.runtime.guard" in " ".join(child.cmdline()) for child in children)
         for proc in [psutil.Process(main.pid), *children]:
             proc.kill()
         main.wait()
         died = time.monotonic()
-        while os.path.exists(owned) and time.monotonic() - died < 5:
+        while (os.path.exists(owned) or private.exists()) and time.monotonic() - died < 5:
             time.sleep(0.02)
-        assert not os.path.exists(owned)
+        assert not os.path.exists(owned) and not private.exists()
         assert time.monotonic() - died < 1.0
     finally:
         main.kill()
         Path(owned).unlink(missing_ok=True)
+
+
+def test_the_guard_never_kills_a_pid_it_cannot_identify_by_its_start_time():
+    """A pid handed over without a start time (its process ended before it could be read) may belong to another
+    process by the time the guard acts: it is left alone, while an identified one is ended."""
+    from sf.runtime.guard import end_left_behind
+    from sf.runtime.orphans import start_time
+
+    unknown = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    known = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ended, _ = end_left_behind({unknown.pid: None, known.pid: start_time(known.pid)}, {}, time.time(), grace_s=0.2)
+        assert known.wait(timeout=5) == -signal.SIGKILL
+        assert unknown.poll() is None and len(ended) == 1
+    finally:
+        unknown.kill()
+        known.kill()
+        unknown.wait()
+        known.wait()

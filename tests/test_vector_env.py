@@ -21,6 +21,8 @@ from sf.envs.spaces import UnsupportedSpaceError  # noqa: E402
 from sf.envs.vector import VectorConfig, batch_action_converter, batch_obs_converter  # noqa: E402
 from sf.utils.errors import ConfigError  # noqa: E402
 from sf_examples.atari.atari_envs import atari_defaults, register_atari_envs  # noqa: E402
+from sf_examples.envpool.atari.envpool_atari import register_envpool_atari_envs  # noqa: E402
+from sf_examples.envpool.mujoco.envpool_mujoco import register_envpool_mujoco_envs  # noqa: E402
 from sf_examples.mujoco.mujoco_envs import register_mujoco_envs  # noqa: E402
 
 
@@ -33,6 +35,8 @@ def pool_cfg(**overrides) -> SimpleNamespace:
 def registered():
     register_atari_envs()
     register_mujoco_envs()
+    register_envpool_atari_envs()
+    register_envpool_mujoco_envs()
 
 
 def test_batch_conversions():

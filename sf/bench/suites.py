@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -227,26 +229,38 @@ def describe_machine() -> dict:
     return {"cpu": models[0] if models else platform.processor(), "cores": os.cpu_count(), "gpu": gpu}
 
 
+@contextmanager
+def private_cwd(given: str | None) -> Iterator[Path]:
+    """The working folder of Sample Factory's runs: the one given, else a new one only this user can write.
+    `python -m` puts its working folder first on `sys.path`; a shared one such as /tmp would let anyone there
+    plant a module the run imports."""
+    if given is not None:
+        yield Path(given)
+        return
+    with tempfile.TemporaryDirectory(prefix="sf_benchmark_cwd_") as folder:
+        yield Path(folder)
+
+
 def run_suite(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     result = Result(args.suite, f"python -m {suite.module} {' '.join(suite.flags + tuple(args.extra))}")
     result.machine = describe_machine()
     print(f"machine: {result.machine['cpu']}, {result.machine['cores']} cores, GPU {result.machine['gpu']}", flush=True)
     repo = Path(__file__).resolve().parents[2]
-    sf_cwd = Path(args.sample_factory_cwd or tempfile.gettempdir())
-    for i in range(args.repeats):
-        result.bare_env_rates.append(bare_env_rate(suite))
-        print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s in one loop on one core", flush=True)
-        ceiling, processes = all_cores_ceiling(suite, args.extra)
-        result.ceiling_fps.append(ceiling)
-        print(f"run {i}: ceiling {ceiling:.0f} frames/s, the suite's envs stepped by {processes} processes", flush=True)
-        fps, summary = run_training(sys.executable, suite, args.extra, repo)
-        result.sf_fps.append(fps)
-        result.precision = summary.get("precision") or result.precision
-        print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
-        if args.sample_factory:
-            result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd)[0])
-            print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
+    with private_cwd(args.sample_factory_cwd) as sf_cwd:
+        for i in range(args.repeats):
+            result.bare_env_rates.append(bare_env_rate(suite))
+            print(f"run {i}: bare env {result.bare_env_rates[-1]:.0f} steps/s in one loop on one core", flush=True)
+            ceiling, processes = all_cores_ceiling(suite, args.extra)
+            result.ceiling_fps.append(ceiling)
+            print(f"run {i}: ceiling {ceiling:.0f} frames/s, envs stepped by {processes} processes", flush=True)
+            fps, summary = run_training(sys.executable, suite, args.extra, repo)
+            result.sf_fps.append(fps)
+            result.precision = summary.get("precision") or result.precision
+            print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
+            if args.sample_factory:
+                result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd)[0])
+                print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
     if result.ratio is not None:
         print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")
     from sf.bench.table import describe_precision

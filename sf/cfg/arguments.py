@@ -465,9 +465,21 @@ def _run_flags(g: _Group) -> None:
         "heartbeat_timeout_sec",
         60,
         "a component process whose loop sends no heartbeat for this many seconds (a hung simulator, a stopped "
-        "process, a training iteration this long) is named in an error and the run ends",
+        "process, a training iteration this long) is named and killed: started again where it can be "
+        "(--restart_failed_components), else the run ends",
     )
-    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, by save order; older ones are deleted")
+    g.boolean(
+        "restart_failed_components",
+        True,
+        "a rollout worker (with its env engines) or an inference worker that dies or hangs is started again in place "
+        "and the run goes on, its unfinished trajectories dropped; False: such a death ends the run",
+    )
+    g.integer(
+        "max_component_restarts",
+        3,
+        "restarts of one component within any hour; one more ends the run (--restart_failed_components)",
+    )
+    g.integer("keep_checkpoints", 2, "checkpoints kept per policy, the newest by version; older ones are deleted")
     g.choice(
         "load_checkpoint_kind",
         ("latest", "best"),
@@ -545,9 +557,10 @@ def _cluster_flags(g: _Group) -> None:
     )
     g.integer(
         "ray_max_restarts",
-        0,
-        "times --backend=ray starts a lost node's agent again, with the current "
-        "weights, before the run ends with an error (needs --async_rl=True)",
+        -1,
+        "times --backend=ray starts a lost node's agent again (on another node if its node is gone), with the "
+        "current weights, before the run ends with an error (needs --async_rl=True); -1: 3 with "
+        "--restart_failed_components and --async_rl, else 0",
     )
     g.real(
         "ray_weights_interval_s",

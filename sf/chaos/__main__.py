@@ -13,7 +13,7 @@ from pathlib import Path
 from sf.chaos.faults import FAULTS
 from sf.chaos.trial import FAMILIES, TrialResult, run_trial
 
-COLUMNS = ("#", "env", "fault", "target", "at s", "end s", "exit", "status", "left", "shm", "ckpt before",
+COLUMNS = ("#", "env", "fault", "target", "at s", "healed s", "end s", "exit", "status", "left", "shm", "ckpt before",
            "ckpt after", "resumed", "error / problems")  # fmt: skip
 
 
@@ -40,6 +40,7 @@ def format_table(results: list[TrialResult]) -> str:
                 r.fault,
                 r.target,
                 "-" if r.at_s is None else f"{r.at_s:.1f}",
+                "-" if r.healed_s is None else f"{r.healed_s:.1f}",
                 "-" if r.end_s is None else f"{r.end_s:.1f}",
                 "-" if r.exit_code is None else str(r.exit_code),
                 r.status or "-",
@@ -57,21 +58,29 @@ def format_table(results: list[TrialResult]) -> str:
 
 
 def format_by_fault(results: list[TrialResult]) -> str:
-    """One line per fault: how many runs (per env), the slowest end, what was left or lost, how many failed."""
-    rows = [("fault", "runs", "cartpole", "doom", "slowest end s", "processes left", "shm left", "lost", "failed")]
+    """One line per fault: how many runs (per env), how many healed and the slowest to, the slowest end, what was left,
+    lost or touched, how many failed."""
+    rows = [
+        ("fault", "runs", "cartpole", "doom", "healed", "slowest heal s", "slowest end s", "processes left",
+         "shm left", "lost", "foreign removed", "failed")
+    ]  # fmt: skip
     for fault in dict.fromkeys(r.fault for r in results):
         runs = [r for r in results if r.fault == fault]
         ends = [r.end_s for r in runs if r.end_s is not None]
+        heals = [r.healed_s for r in runs if r.healed_s is not None]
         rows.append(
             (
                 fault,
                 str(len(runs)),
                 str(sum(r.family == "cartpole" for r in runs)),
                 str(sum(r.family == "doom" for r in runs)),
+                str(len(heals)),
+                f"{max(heals):.1f}" if heals else "-",
                 f"{max(ends):.1f}" if ends else "-",
                 str(sum(len(r.processes_left) for r in runs)),
                 str(sum(len(r.shm_left) for r in runs)),
                 str(sum(any(p.startswith("checkpoint lost") for p in r.problems) for r in runs)),
+                str(sum(len(r.foreign_removed) for r in runs)),
                 str(sum(not r.ok for r in runs)),
             )
         )
@@ -92,14 +101,21 @@ def summary_line(results: list[TrialResult]) -> str:
     worst = f", slowest end {max(ends):.1f} s" if ends else ""
     processes = sum(len(r.processes_left) for r in results)
     files = sum(len(r.shm_left) for r in results)
-    return f"{len(results)} faults, {len(failed)} failed{worst}; processes left {processes}, /dev/shm left {files}"
+    healed = sum(r.healed_s is not None for r in results)
+    foreign = sum(len(r.foreign_removed) for r in results)
+    return (
+        f"{len(results)} faults, {len(failed)} failed{worst}, {healed} healed; processes left {processes}, "
+        f"/dev/shm left {files}, files of other programs removed {foreign}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sf.chaos",
-        description="Short parallel training runs, one fault each at a random moment; a table of how each ended. "
-        "Exits 1 on any hang, leftover process or /dev/shm file, lost checkpoint, unclear error or failed resume.",
+        description="Short parallel training runs, one fault each at a random moment; a table of how each ended "
+        "(or healed: rollout workers, their engines and inference workers are restarted and training goes on). "
+        "Exits 1 on any hang, leftover process or /dev/shm file, lost checkpoint, unclear error, failed resume, run "
+        "that did not heal, or file of another program removed.",
     )
     parser.add_argument("--runs", type=int, default=20, help="number of runs (each fault in turn)")
     parser.add_argument("--families", default="cartpole,doom", help="comma-separated: cartpole, doom")

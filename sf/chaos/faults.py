@@ -22,7 +22,9 @@ DISK_LIMIT_BYTES = 1024  # RLIMIT_FSIZE of a learner whose disk is "full": every
 @dataclass(frozen=True)
 class Fault:
     """`target` names the process it hits (`{}`: a rollout worker drawn at random); `expect_exit` and `expect_error`
-    (a regular expression for summary.json's `error`, `{target}` filled in) say how the run must end."""
+    (a regular expression for summary.json's `error`, `{target}` filled in) say how the run must end. A fault that
+    `heals` (on a rollout worker, its engine or an inference worker) must not end the run: the component is started
+    again and training goes on, until the trial stops the run with SIGTERM (exit 0, status interrupted)."""
 
     name: str
     target: str
@@ -30,8 +32,13 @@ class Fault:
     expect_status: str | None  # None: no summary.json (the process that writes it was killed)
     expect_error: str | None = None
     doom_only: bool = False
-    heartbeat: bool = False  # ends only after --heartbeat_timeout_sec
+    heartbeat: bool = False  # detected only after --heartbeat_timeout_sec
     after_checkpoints: int = 0  # checkpoints to wait for before the fault's moment is drawn
+    heals: bool = False
+
+    def heals_on(self, target: str) -> bool:
+        """Whether the run goes on after this fault hits `target` (a learner or the main process never heals)."""
+        return self.heals and target not in (LEARNER, MAIN, FORK_SERVER)
 
 
 FAULTS: dict[str, Fault] = {
@@ -41,17 +48,18 @@ FAULTS: dict[str, Fault] = {
         Fault("sigkill_group", MAIN, (-signal.SIGKILL,), None),  # `kill -9 -<pgid>`: every process of the run at once
         Fault("sigkill_fork_server", FORK_SERVER, (1,), "error", r"^the fork server \(pid \d+\) died$"),
         Fault("sigkill_learner", LEARNER, (1,), "error", r"^{target} exited with code -9 \(SIGKILL\)$"),
-        Fault("sigkill_inference", INFERENCE, (1,), "error", r"^{target} exited with code -9 \(SIGKILL\)$"),
-        Fault("sigkill_rollout", ROLLOUT, (1,), "error", r"^{target} exited with code -9 \(SIGKILL\)$"),
-        Fault("sigkill_engine", ENGINE, (1,), "error", r"^{worker}(: \w+| exited with code)", doom_only=True),
+        Fault("sigkill_inference", INFERENCE, (0,), "interrupted", heals=True),
+        Fault("sigkill_rollout", ROLLOUT, (0,), "interrupted", heals=True),
+        Fault("sigkill_engine", ENGINE, (0,), "interrupted", doom_only=True, heals=True),
         Fault("sigterm_main", MAIN, (0,), "interrupted"),
-        Fault(
+        Fault(  # the learner cannot heal: its heartbeat's end ends the run
             "sigstop_component",
             "component",
             (1,),
             "error",
             r"^{target} \(pid \d+\) sent no heartbeat for \d+ s \(--heartbeat_timeout_sec\): stopped or hung$",
             heartbeat=True,
+            heals=True,
         ),
         Fault(
             "disk_full",

@@ -1,4 +1,9 @@
-"""One trial: a short parallel run, one fault at a random moment, what it left, and a resume from what it saved."""
+"""One trial: a short parallel run, one fault at a random moment, what it left, and a resume from what it saved.
+
+A fault on a component that heals must not end the run: the trial waits for the restart line, for the frame count to
+rise again within `HEAL_LIMIT_S` of the fault and for the reward to keep its level, then stops the run with SIGTERM
+and checks its end like any other. Every trial also puts files of its own into /dev/shm while the run goes on (a new
+one, one with an old time, one named like another program's shared tensor): none may be gone at the end."""
 
 from __future__ import annotations
 
@@ -15,16 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sf.chaos.faults import COMPONENTS, ENGINE, FORK_SERVER, MAIN, ROLLOUT, Fault, corrupt, expected_error, inject
+from sf.profiling.live_feed import LIVE_FILE
 from sf.runtime.checkpoint import CheckpointError, CheckpointManager
 from sf.runtime.orphans import child_pids, session_members, shm_files, shm_inodes
 
 END_LIMIT_S = 5.0  # every fault ends the run within this (heartbeat faults: the timeout plus this)
+HEAL_LIMIT_S = 10.0  # a healing fault: frames rise again within this (heartbeat faults: the timeout plus this)
+REWARD_BAND = 0.5  # a healed run's average reward stays above the one before the fault less this share of it, less 1
 OBSERVE_EXTRA_S = 10.0  # how much longer a late run is watched before it counts as hung
 START_TIMEOUT_S = 180.0  # for the fault's target to appear, on a busy machine
 RESUME_TIMEOUT_S = 240.0
 POLL_S = 0.05
 EXIT_GRACE_S = 2.0  # a process of the run may still be exiting (the kernel ending the fork server) as its main ends
 STARTED = re.compile(r"started (.+?) pid=(\d+)")
+RESTARTED = re.compile(r"\] (\S+) \(pid \d+\) restarted as pid (\d+)")
+REWARD = re.compile(r"Avg episode reward: \{0: (-?[\d.]+)")
 RESUMED = re.compile(r"resumed from policy version (\d+)")
 CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pth$")
 
@@ -70,6 +80,8 @@ class TrialResult:
     error: str | None = None
     processes_left: list[str] = field(default_factory=list)
     shm_left: list[str] = field(default_factory=list)
+    healed_s: float | None = None  # a healing fault: from the fault to the frame count rising again
+    foreign_removed: list[str] = field(default_factory=list)  # files of "other programs" the run removed
     checkpoint_before: str | None = None  # the newest checkpoint file when the fault hit
     checkpoint_after: str | None = None  # the newest one that loads after the run
     resumed_from: str | None = None  # policy version the resume started from ("-": a fresh start)
@@ -139,20 +151,31 @@ def run_trial(
     launched = time.monotonic()
     with open(log.path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    foreign: list[Path] = []
+    healing = False
     try:
         pid, result.target, worker = _target(fault, proc, log, exp_dir, rng)
+        foreign = _make_foreign_files(index)
         time.sleep(rng.uniform(0.0, max_delay_s))
         result.checkpoint_before = _newest_name(exp_dir)
         if proc.poll() is not None:
             result.problems.append(f"the run ended before the fault (exit {proc.returncode})")
             return result
+        healing = fault.heals_on(result.target)
+        frames, reward = _frames(exp_dir), _last_reward(log.read())
         try:
             inject(fault, pid)
         except ProcessLookupError:
             raise _TrialError(f"{result.target} (pid {pid}) ended before the fault") from None
         hit = time.monotonic()
         result.at_s = hit - launched
-        limit = END_LIMIT_S + (heartbeat_timeout_s if fault.heartbeat else 0.0)
+        heartbeat = heartbeat_timeout_s if fault.heartbeat else 0.0
+        if healing:
+            restarted = worker if result.target.startswith("VizDoom engine") else result.target
+            _check_healing(result, proc, log, exp_dir, restarted, hit, HEAL_LIMIT_S + heartbeat, frames, reward)
+            proc.send_signal(signal.SIGTERM)
+            hit, heartbeat = time.monotonic(), 0.0
+        limit = END_LIMIT_S + heartbeat
         result.end_s, result.processes_left = _watch_end(proc, limit + OBSERVE_EXTRA_S, hit)
         if result.end_s is None or result.end_s > limit:
             result.problems.append(f"not ended within {limit:.0f} s")
@@ -165,11 +188,16 @@ def run_trial(
     finally:
         if proc.poll() is None:
             _end_session(proc)
+        result.foreign_removed = [str(path) for path in foreign if not path.exists()]
+        for path in foreign:
+            path.unlink(missing_ok=True)
+    if result.foreign_removed:
+        result.problems.append("files of other programs removed")
     result.exit_code = proc.returncode
-    result.shm_left = _shm_left(shm_before)
+    result.shm_left = _shm_left(shm_before | {path.name for path in foreign})
     if result.shm_left:
         result.problems.append("/dev/shm files left")
-    _check_outcome(result, fault, exp_dir, worker)
+    _check_outcome(result, fault, exp_dir, worker, healing)
     expected_from = _check_checkpoints(result, fault, exp_dir)
     _check_resume(result, family, train_dir, experiment, heartbeat_timeout_s, expected_from)
     if not keep and result.ok:
@@ -243,21 +271,87 @@ def _end_session(proc: subprocess.Popen) -> None:
         pass
 
 
-def _check_outcome(result: TrialResult, fault: Fault, exp_dir: Path, worker: str) -> None:
+def _check_outcome(result: TrialResult, fault: Fault, exp_dir: Path, worker: str, healed: bool) -> None:
     summary_path = exp_dir / "summary.json"
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         result.status, result.error = summary.get("status"), summary.get("error")
-    if result.exit_code not in fault.expect_exit:
-        result.problems.append(f"exit code {result.exit_code}, expected {fault.expect_exit}")
-    if result.status != fault.expect_status:
-        result.problems.append(f"status {result.status}, expected {fault.expect_status}")
-    pattern = expected_error(fault, result.target, worker)
+    expect_exit, expect_status = ((0,), "interrupted") if healed else (fault.expect_exit, fault.expect_status)
+    if result.exit_code not in expect_exit:
+        result.problems.append(f"exit code {result.exit_code}, expected {expect_exit}")
+    if result.status != expect_status:
+        result.problems.append(f"status {result.status}, expected {expect_status}")
+    pattern = None if healed else expected_error(fault, result.target, worker)
     if pattern is None:
         if result.error is not None:
             result.problems.append("unexpected error")
     elif result.error is None or not pattern.search(result.error):
         result.problems.append("unclear error")
+
+
+def _check_healing(
+    result: TrialResult,
+    proc: subprocess.Popen,
+    log: _Log,
+    exp_dir: Path,
+    component: str,
+    hit: float,
+    limit_s: float,
+    frames: int,
+    reward: float | None,
+) -> None:
+    """The run restarts `component` and trains on: the frame count passes the one at the fault within `limit_s`,
+    and the average reward keeps its level."""
+    while time.monotonic() - hit < limit_s:
+        if proc.poll() is not None:
+            raise _TrialError(f"the run ended after the fault (exit {proc.returncode}) instead of healing")
+        if any(m.group(1) == component for m in RESTARTED.finditer(log.read())) and _frames(exp_dir) > frames:
+            result.healed_s = time.monotonic() - hit
+            break
+        time.sleep(POLL_S)
+    else:
+        restarted = any(m.group(1) == component for m in RESTARTED.finditer(log.read()))
+        what = "frames did not rise" if restarted else f"{component} not restarted"
+        raise _TrialError(f"{what} within {limit_s:.0f} s of the fault")
+    after = _last_reward(log.read())
+    if reward is not None and after is not None and after < reward - REWARD_BAND * abs(reward) - 1.0:
+        result.problems.append(f"average reward fell from {reward:.2f} to {after:.2f}")
+
+
+def _frames(exp_dir: Path) -> int:
+    """The newest frame count in the live feed (every component's snapshot carries it), read from its growing end."""
+    try:
+        with open(exp_dir / LIVE_FILE, "rb") as feed:
+            feed.seek(max(0, feed.seek(0, os.SEEK_END) - 16_384))
+            lines = feed.read().decode(errors="replace").splitlines()[1:]
+    except OSError:
+        return 0
+    frames = []
+    for line in lines:
+        try:
+            frames.append(json.loads(line).get("frames"))
+        except ValueError:  # the line being written
+            continue
+    return max((f for f in frames if isinstance(f, int)), default=0)
+
+
+def _last_reward(text: str) -> float | None:
+    found = REWARD.findall(text)
+    return float(found[-1]) if found else None
+
+
+def _make_foreign_files(index: int) -> list[Path]:
+    """Files of other programs, made while the run goes on: a new one nobody holds, one with an old time, one named
+    like the shared tensor of a process that is no part of the run (this one)."""
+    paths = [
+        Path(f"/dev/shm/sf_chaos_foreign_{os.getpid()}_{index}"),
+        Path(f"/dev/shm/sf_chaos_foreign_old_{os.getpid()}_{index}"),
+        Path(f"/dev/shm/torch_{os.getpid()}_{index}_0"),
+    ]
+    for path in paths:
+        path.write_bytes(b"not the run's")
+    os.utime(paths[1], (946_684_800, 946_684_800))
+    return paths
 
 
 def _check_checkpoints(result: TrialResult, fault: Fault, exp_dir: Path) -> int | None:

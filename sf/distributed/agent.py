@@ -16,7 +16,6 @@ driver, only exchange lists with it under a condition variable.
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import signal
 import threading
@@ -133,7 +132,6 @@ class NodeAgent:
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
         self.started_at, self.started_wall = time.monotonic(), time.time()
-        ctx = mp.get_context("spawn")
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
         self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec, detached_guard=True)
         self.stop_event = self.supervisor.control
@@ -149,11 +147,11 @@ class NodeAgent:
         self.buffers = TrajectoryBuffers(layout, shared=True)
         self.chunk_cap = max(1, trajectories_per_batch(cfg))
         self.stores = [
-            SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), self.stop_event)
+            SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), self.stop_event)
             for p in range(cfg.num_policies)
         ]
         self.semaphores = named_semaphores(os.getpid())
-        self.supervisor.guard.own(self.semaphores)
+        self.supervisor.own(self.semaphores)
         for update in weights:
             self._apply(update)
         self.inbox = faster_fifo.Queue(QUEUE_BYTES)
@@ -176,6 +174,7 @@ class NodeAgent:
             device=device,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
+            ledger=str(self.supervisor.ledger.path),
         )
         self.supervisor.begin()
         starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class NodeLink:
         layout = ctx.buffers.layout
         self.free = deque(s for w in group.workers for s in range(layout.first_slot(w), layout.first_slot(w + 1)))
         self.frames_per_traj = ctx.cfg.rollout * spec.env_info.frameskip
-        self.restarts_left = ctx.cfg.ray_max_restarts
+        self.restarts_left = allowed_restarts(ctx.cfg)
         self.actor = None
         self.node: NodeInfo | None = None
         self.remains: Remains | None = None
@@ -259,23 +259,33 @@ class NodeLink:
         return not self.stopping and self.restarts_left > 0 and self.ctx.cfg.async_rl
 
     def _restart(self, cause: str) -> None:
-        """Start a new agent for the same workers; trajectories the lost one finished but never delivered are lost."""
+        """Start a new agent for the same workers, on a node still there (another one if its node was lost);
+        trajectories the lost one finished but never delivered are lost."""
         lost = max(0, self.finished - self.received) * self.frames_per_traj
         self.restarts_left -= 1
         restarted = NodeRestarted(self.name, self.node.label, cause, lost, self.restarts_left)
         self.ctx.queues[RUNNER].put(encode(RUNNER, restarted), timeout=5.0)
-        self._reap()
+        alive = _alive_nodes()
+        if self.node.ray_node_id in alive:
+            self._reap()
+        else:  # nothing of it runs any more: Ray ended the node's processes with the node
+            self._kill_actor()
+        self.group = _placed_again(self.group, alive, self.name)
         self._start_agent()
+
+    def _kill_actor(self) -> None:
+        if self.actor is not None:
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except RayError:
+                pass
 
     def _reap(self) -> None:
         """End the agent and whatever it had started on its node (a dead agent's processes would only stop on
         their own a second later, and a stuck one never)."""
         if self.actor is None:
             return
-        try:
-            ray.kill(self.actor, no_restart=True)
-        except RayError:
-            pass
+        self._kill_actor()
         if self.remains is None:
             return
         strategy = NodeAffinitySchedulingStrategy(self.node.ray_node_id, soft=False)
@@ -286,6 +296,37 @@ class NodeLink:
             )
         except (RayError, GetTimeoutError) as exc:
             log.warning("could not end the processes of %s on node %s: %s", self.name, self.node.label, _describe(exc))
+
+
+def allowed_restarts(cfg) -> int:
+    """--ray_max_restarts, or where it is left at -1: 3 when components restart (--restart_failed_components) and the
+    run is asynchronous (a synchronous round cannot lose a node's share of its batch), else none."""
+    if cfg.ray_max_restarts >= 0:
+        return cfg.ray_max_restarts
+    return 3 if cfg.restart_failed_components and cfg.async_rl else 0
+
+
+def _alive_nodes() -> dict[str, dict]:
+    """Ray's record of every node still alive, by node id."""
+    return {node["NodeID"]: node for node in ray.nodes() if node.get("Alive")}
+
+
+def _placed_again(group: WorkerGroup, alive: dict[str, dict], name: str) -> WorkerGroup:
+    """Where a restarted agent goes: a group pinned to a custom resource wherever a live node offers it (Ray picks
+    one), a group placed on a node there if it is alive, else on the live node with the most CPUs (the driver's last,
+    where its own rollout workers already run). RuntimeError, which ends the run, when no live node can take it."""
+    if group.resource is not None:
+        if not any(group.resource in node.get("Resources", {}) for node in alive.values()):
+            raise RuntimeError(f"no node left offers the resource {group.resource} for the workers of {name}")
+        return group
+    if group.node_id in alive:
+        return group
+    if not alive:
+        raise RuntimeError(f"no node left for the workers of {name}")
+    driver = ray.get_runtime_context().get_node_id()
+    chosen = max(alive.values(), key=lambda node: (node["NodeID"] != driver, node.get("Resources", {}).get("CPU", 0)))
+    log.warning("%s: its node is gone; its workers move to node %s", name, chosen["NodeID"][:8])
+    return replace(group, node_id=chosen["NodeID"])
 
 
 def _describe(exc: BaseException) -> str:

@@ -113,4 +113,4 @@ def portable_registry(snapshot: RegistrySnapshot) -> RegistrySnapshot:
             name: ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn for name, fn in factories.items()
         }
 
-    return RegistrySnapshot(portable(snapshot.envs), portable(snapshot.vector_envs))
+    return RegistrySnapshot(portable(snapshot.envs), portable(snapshot.vector_envs), snapshot.shm_names)

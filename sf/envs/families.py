@@ -40,6 +40,8 @@ class EnvFamily:
     register: str
     """`module:function` registering the family's envs: called with the env name when `register_takes_env`."""
     register_takes_env: bool = False
+    register_vector: str | None = None
+    """`module:function` registering the family's vector envs (EnvPool's, for `--envpool=True`), called after."""
     defaults: str | None = None
     """`module:function`, env name -> the family's flag defaults (below YAML and the command line)."""
     add_args: str | None = None
@@ -48,6 +50,8 @@ class EnvFamily:
     def register_envs(self, env: str) -> None:
         fn: Callable[..., None] = _load(self.register)
         fn(env) if self.register_takes_env else fn()
+        if self.register_vector is not None:
+            _load(self.register_vector)()
 
     def parse_cfg(self, argv: list[str], evaluation: bool = False) -> argparse.Namespace:
         """The config the family's script builds from `argv`, its envs registered; raises ConfigError on a bad flag."""
@@ -82,6 +86,7 @@ _FAMILIES: dict[str, EnvFamily] = {
             "sf_examples.mujoco.train_mujoco",
             "sf_examples.mujoco.enjoy_mujoco",
             "sf_examples.mujoco.mujoco_envs:register_mujoco_envs",
+            register_vector="sf_examples.envpool.mujoco.envpool_mujoco:register_envpool_mujoco_envs",
             defaults="sf_examples.mujoco.mujoco_envs:mujoco_defaults",
         ),
         EnvFamily(
@@ -90,6 +95,7 @@ _FAMILIES: dict[str, EnvFamily] = {
             "sf_examples.atari.train_atari",
             "sf_examples.atari.enjoy_atari",
             "sf_examples.atari.atari_envs:register_atari_envs",
+            register_vector="sf_examples.envpool.atari.envpool_atari:register_envpool_atari_envs",
             defaults="sf_examples.atari.atari_envs:atari_defaults",
         ),
         EnvFamily(

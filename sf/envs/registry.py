@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -37,6 +37,7 @@ class EnvNotFoundError(ValueError):
 
 _REGISTRY: dict[str, EnvFactory] = {}
 _VECTOR_REGISTRY: dict[str, VectorEnvFactory] = {}
+_SHM_NAMES: dict[str, tuple[str, ...]] = {}
 
 CreateHook = Callable[[Callable[[], gymnasium.Env]], gymnasium.Env]
 """Called with the creation of an env (a function of no arguments) instead of it: it creates the env, around whatever
@@ -45,9 +46,17 @@ breakdown) installs with `add_create_hook`; none is installed otherwise, and `cr
 _create_hooks: list[CreateHook] = []
 
 
-def register_env(name: str, factory: EnvFactory) -> None:
-    """Register (or replace) the factory called as `factory(name, cfg, env_config, render_mode)`."""
+def register_env(name: str, factory: EnvFactory, shm_names: tuple[str, ...] = ()) -> None:
+    """Register (or replace) the factory called as `factory(name, cfg, env_config, render_mode)`. `shm_names`:
+    glob patterns of the /dev/shm names the env's engines make (VizDoom's shared memory and message queues), so that
+    a run killed while it starts such an env still removes them (`sf.runtime.shm_names`)."""
     _REGISTRY[name] = factory
+    _SHM_NAMES[name] = tuple(shm_names)
+
+
+def env_shm_names(name: str) -> tuple[str, ...]:
+    """The /dev/shm name patterns registered with `name`'s factory."""
+    return _SHM_NAMES.get(name, ())
 
 
 def registered_envs() -> list[str]:
@@ -121,13 +130,15 @@ def _families_folded(names: list[str], more_than: int = 5) -> list[str]:
 class RegistrySnapshot:
     envs: dict[str, EnvFactory]
     vector_envs: dict[str, VectorEnvFactory]
+    shm_names: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def registry_snapshot() -> RegistrySnapshot:
     """The registrations of this process, to hand to spawned processes (which start with an empty registry)."""
-    return RegistrySnapshot(dict(_REGISTRY), dict(_VECTOR_REGISTRY))
+    return RegistrySnapshot(dict(_REGISTRY), dict(_VECTOR_REGISTRY), dict(_SHM_NAMES))
 
 
 def restore_registry(snapshot: RegistrySnapshot) -> None:
     _REGISTRY.update(snapshot.envs)
     _VECTOR_REGISTRY.update(snapshot.vector_envs)
+    _SHM_NAMES.update(snapshot.shm_names)

@@ -6,7 +6,8 @@ Each process records through a Timing scope hook into its own bounded buffer (ab
 events), so nothing is recorded and nothing costs while the flag is off. Its event loop, switched to its traced
 variant, adds a slice per delivered message and carries a flow id with every message it sends (the envelope
 `sf.runtime.messages.Flow`); a message's slice and flow are named after its kind's class. At exit every
-process writes its buffer to a part file; the runner merges the parts into one track per component.
+process writes its buffer to a part file (JSON: reading one runs no code); the runner merges the parts this run
+wrote (none older than its start, each checked for its shape) into one track per component.
 
 The buffer is flat: per event one reference in a list (the Timing node of a scope, or a label shared by every event
 of its kind) and two numbers in an array of doubles (start and end, or time and flow id). A tuple per event, kept
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
-import pickle
 import time
 from array import array
 from pathlib import Path
@@ -37,6 +38,7 @@ PARTS_DIR = "timeline_parts"
 SHARED_CLOCK = "clock_gettime(CLOCK_MONOTONIC)"
 
 _clock = time.perf_counter
+log = logging.getLogger("sf")
 
 
 class Recorder:
@@ -100,7 +102,7 @@ class Recorder:
         """Write this process's part for the runner to merge (atomically: a reader never sees half a part)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(self.part(), protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_text(json.dumps(self.part()))
         os.replace(tmp, path)
 
 
@@ -117,15 +119,27 @@ def _wall_offset() -> float:
 
 
 def part_path(profiling_dir: Path, label: str) -> Path:
-    return Path(profiling_dir) / PARTS_DIR / f"{label.replace(' ', '_')}.{os.getpid()}.pkl"
+    return Path(profiling_dir) / PARTS_DIR / f"{label.replace(' ', '_')}.{os.getpid()}.json"
 
 
-def merge(profiling_dir: Path, local: Recorder | None = None) -> Path:
-    """Merge every part (and this process's recorder) into `timeline.json`; remove the parts."""
+def merge(profiling_dir: Path, local: Recorder | None = None, since: float = 0.0) -> Path:
+    """Merge the parts written since `since` (the run's start, seconds since the epoch) and this process's recorder
+    into `timeline.json`; remove the parts folder. An older part is another run's; one that is not a part is named
+    and left out."""
     profiling_dir = Path(profiling_dir)
     parts = []
-    for path in sorted((profiling_dir / PARTS_DIR).glob("*.pkl")):
-        parts.append(pickle.loads(path.read_bytes()))
+    for path in sorted((profiling_dir / PARTS_DIR).glob("*.json")):
+        if path.stat().st_mtime < since:
+            continue
+        try:
+            part = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("timeline: %s left out: %s", path, exc)
+            continue
+        if _is_part(part):
+            parts.append(part)
+        else:
+            log.warning("timeline: %s left out: not a timeline part", path)
     if local is not None:
         parts.append(local.part())
     out = profiling_dir / "timeline.json"
@@ -136,6 +150,17 @@ def merge(profiling_dir: Path, local: Recorder | None = None) -> Path:
     if (profiling_dir / PARTS_DIR).exists():
         (profiling_dir / PARTS_DIR).rmdir()
     return out
+
+
+def _is_part(part) -> bool:
+    return (
+        isinstance(part, dict)
+        and isinstance(part.get("pid"), int)
+        and isinstance(part.get("clock"), str)
+        and isinstance(part.get("wall_offset_s"), (int, float))
+        and isinstance(part.get("rows"), list)
+        and all(isinstance(row, list) and len(row) == 5 and row[0] in ("X", "H", "C", "s", "f") for row in part["rows"])
+    )
 
 
 def chrome_trace(parts: list[dict]) -> dict:

@@ -3,13 +3,14 @@
 - A save serializes in memory, writes `<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the folder: a
   crash at any point leaves either the new file whole or the old set untouched. A save that fails (disk full) raises
   CheckpointError naming the file and the cause, after removing its temporary file; the files before it stay.
-- Rotation keeps the newest `--keep_checkpoints` by save order (this run's saves in the order made, after earlier
-  runs' files by modification time, which the rename keeps), never by the version in their names: a run resumed
-  from an older or a best checkpoint writes versions below those already there, and they must count as the newest.
-  The file just written is never deleted.
+- Newest means the highest version (then env frames), read from the name, which the contents must confirm: never
+  a file time, which a copy (`cp -r`, `scp`, a sync) does not keep. Rotation keeps the newest `--keep_checkpoints`
+  and never deletes one newer than the file just written. A run resumed from an older checkpoint (the best one, or
+  the one before a damaged newest) first moves the newer ones aside into `superseded/` (`set_aside_newer`), so that
+  its own saves are the newest from then on.
 - Loading takes the newest file that loads (`torch.load(weights_only=True)`: tensors, numbers and strings only, so
-  a checkpoint folder someone else wrote cannot run code) and holds what a training state needs; a truncated or
-  corrupt newer one is named in a warning and skipped.
+  a checkpoint folder someone else wrote cannot run code) and holds what a training state needs, whose version and
+  frames are the ones its name gives; a truncated, corrupt or misnamed newer one is named in a warning and skipped.
 - `*.tmp` files a killed save left behind are removed when a learner starts (`remove_stale`).
 
 With `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`;
@@ -23,6 +24,7 @@ import io
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -30,11 +32,14 @@ from pathlib import Path
 
 import torch
 
+from sf.runtime.durable import TMP_SUFFIX, fsync_dir, replace_file
+
 log = logging.getLogger("sf")
 
 BEST_MARGIN = 1e-3  # a new best must beat the old one by more than this (Sample Factory's 3 significant digits)
 KIND_PREFIX = {"latest": "checkpoint", "best": "best"}
-TMP_SUFFIX = ".tmp"
+_VERSION_IN_NAME = re.compile(r"^(?:checkpoint|best)_(\d+)_(\d+)(?:_.*)?\.pth$")
+SUPERSEDED_DIR = "superseded"
 STATE_KEYS = ("model", "optimizer", "env_steps", "version")
 
 
@@ -59,16 +64,33 @@ class CheckpointManager:
         self.milestone_every_s = milestone_every_s
         self.last_milestone = time.monotonic()
         self.best_value = -math.inf  # of the best policy saved so far; restored from checkpoints on resume
-        self.saved: list[Path] = []  # this manager's saves, oldest first
 
     def paths(self, kind: str = "latest") -> list[Path]:
-        """Oldest first, by save order: files from earlier runs by modification time (then name), then this
-        manager's own saves in the order it made them (two saves can share a timestamp's resolution)."""
+        """Oldest first: by the version, then the env frames, in the name (files named otherwise are not ours)."""
         if not self.dir.is_dir():
             return []
-        found = set(self.dir.glob(f"{KIND_PREFIX[kind]}_*.pth"))
-        own = [path for path in self.saved if path in found]
-        return sorted(found - set(own), key=_save_order) + own
+        found = [path for path in self.dir.glob(f"{KIND_PREFIX[kind]}_*.pth") if version_of(path) is not None]
+        return sorted(found, key=version_of)
+
+    def set_aside_newer(self, than: Path) -> list[Path]:
+        """Before a run continues from `than`: move the periodic checkpoints newer than it into `superseded/`, where
+        they stay (the training they belong to is abandoned, not lost)."""
+        mark = version_of(than)
+        newer = [path for path in self.paths() if mark is not None and version_of(path) > mark]
+        if newer:
+            aside = self.dir / SUPERSEDED_DIR
+            aside.mkdir(exist_ok=True)
+            for path in newer:
+                os.replace(path, aside / path.name)
+            fsync_dir(self.dir)
+            log.warning(
+                "continuing from %s: the %d newer checkpoint(s) of policy %s moved to %s",
+                than.name,
+                len(newer),
+                self.dir.name.removeprefix("checkpoint_p"),
+                aside,
+            )
+        return newer
 
     def remove_stale(self) -> list[Path]:
         """Remove the temporary files of saves that never finished (the process was killed while writing)."""
@@ -81,20 +103,13 @@ class CheckpointManager:
     # writing ------------------------------------------------------------------------------------------------
     def _write(self, state: dict, name: str) -> Path:
         path = self.dir / name
-        tmp = self.dir / (name + TMP_SUFFIX)
         buffer = io.BytesIO()
         torch.save(state, buffer)  # in memory first: a failing disk then surfaces as the OSError it is
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            _write_durably(tmp, buffer.getbuffer())
-            os.replace(tmp, path)
-            _fsync_dir(self.dir)
+            replace_file(path, buffer.getbuffer())
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise CheckpointError(f"cannot save checkpoint {path}: {_cause(exc)}") from None
-        if path in self.saved:
-            self.saved.remove(path)
-        self.saved.append(path)
         return path
 
     def save(self, state: dict, version: int, env_steps: int) -> Path:
@@ -103,9 +118,10 @@ class CheckpointManager:
         if self.milestone_every_s >= 0 and now - self.last_milestone >= self.milestone_every_s:
             self._keep_milestone(path)
             self.last_milestone = now
-        for old in self.paths()[: -self.keep]:
-            if old != path:
-                old.unlink(missing_ok=True)
+        older = [old for old in self.paths() if version_of(old) < version_of(path)]
+        kept = self.keep - 1 - sum(version_of(other) > version_of(path) for other in self.paths())
+        for old in older[: max(0, len(older) - kept)]:
+            old.unlink(missing_ok=True)
         return path
 
     def save_if_best(self, state: dict, version: int, env_steps: int, metric: str, value: float) -> Path | None:
@@ -163,34 +179,18 @@ def load_state(path: Path, map_location: str = "cpu") -> dict:
         raise CheckpointError(f"checkpoint {path} cannot be loaded (truncated or corrupt): {_cause(exc)}") from None
     if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
         raise CheckpointError(f"checkpoint {path} is not a training state (no {', '.join(STATE_KEYS)})")
+    named, held = version_of(path), (int(state["version"]), int(state["env_steps"]))
+    if named is not None and named != held:
+        raise CheckpointError(
+            f"checkpoint {path} holds version {held[0]} at {held[1]} env frames, not what its name says"
+        )
     return state
 
 
-def _save_order(path: Path) -> tuple[int, str]:
-    try:
-        return path.stat().st_mtime_ns, path.name
-    except OSError:  # removed meanwhile: first in line for rotation
-        return 0, path.name
-
-
-def _write_durably(path: Path, data: memoryview) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def version_of(path: Path) -> tuple[int, int] | None:
+    """(version, env frames) from a checkpoint's name; None for a name of another form."""
+    match = _VERSION_IN_NAME.match(path.name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _cause(exc: BaseException) -> str:

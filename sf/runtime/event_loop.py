@@ -91,6 +91,16 @@ class Component:
     def on_stop(self) -> None:
         """Called once when the loop stops: final saves, closing envs."""
 
+    # restarts of other components (`sf.runtime.incarnations`) ---------------------------------------------------
+    def forget_worker(self, worker: int) -> None:
+        """Rollout worker `worker` was restarted: drop what is held of its dead incarnation."""
+
+    def forget_requests(self, policy_id: int) -> None:
+        """Policy `policy_id`'s inbox was replaced: drop the requests taken from the old one (they are sent again)."""
+
+    def resend_requests(self, policy_id: int) -> None:
+        """Policy `policy_id`'s inference workers read a new inbox now: send the unanswered requests again."""
+
 
 class StopLoop(Exception):
     """Raised by a handler to end the loop it runs on."""
@@ -119,12 +129,36 @@ class EventLoop:
         self.meter = LoopMeter(_clock())
         self.lifetime_s = 0.0
         self.failed: str | None = None  # the component whose handler or hook raised, for the error that ends the run
+        self.fence = None  # `sf.runtime.incarnations.Fence` where components restart in place
+        # called in a failed handler's except clause: True when it handled the failure (a serial run's rollout worker
+        # restarted in place) and the loop goes on
+        self.on_failure: Callable[[Component], bool] | None = None
 
     def add(self, component: Component, aliases: tuple[str, ...] = ()) -> None:
         component.loop = self
         self.components[component.name] = component
         for alias in aliases:
             self.aliases[alias] = component.name
+
+    def replace(self, old: Component, new: Component) -> None:
+        """Put `new` where `old` was (a component restarted in place, under the same name), keeping its Timing tree
+        and busy time so that the profile covers both; the caller starts `new`."""
+        new.loop = self
+        new.timing, new.busy_s = old.timing, old.busy_s
+        self.components[new.name] = new
+        self.started = [c for c in self.started if c is not old]
+        self.flushing = [new if c is old else c for c in getattr(self, "flushing", [])]
+
+    def start_component(self, component: Component) -> None:
+        """Run its `on_start`; it counts as started unless it was replaced meanwhile (restarted as it started)."""
+        self._call(component, component.on_start)
+        if self.components.get(component.name) is component:
+            self.started.append(component)
+
+    def switch_inbox(self, inbox: Queue) -> None:
+        """Read another queue from now on (this process's inbox was replaced in a restart)."""
+        inbox.loads = _timed_loads
+        self.inbox = inbox
 
     def every(self, period_s: float, fn: Callable[[], None], owner: Component | None = None) -> None:
         """Call `fn` every `period_s`; its time is `owner`'s work, or the loop's overhead when it has none."""
@@ -152,6 +186,8 @@ class EventLoop:
         except StopLoop:
             raise
         except Exception:
+            if self.on_failure is not None and self.on_failure(component):
+                return
             self.failed = component.name
             raise
         finally:
@@ -167,6 +203,8 @@ class EventLoop:
         except StopLoop:
             raise
         except Exception:
+            if self.on_failure is not None and self.on_failure(component):
+                return
             self.failed = component.name
             raise
         finally:
@@ -229,6 +267,8 @@ class EventLoop:
         except StopLoop:
             raise
         except Exception:
+            if self.on_failure is not None and self.on_failure(component):
+                return
             self.failed = component.name
             raise
         finally:
@@ -295,9 +335,8 @@ class EventLoop:
         self.meter = LoopMeter(_clock())
         self.flushing = [c for c in self.components.values() if type(c).flush is not Component.flush]
         meter, inbox = self.meter, self.inbox
-        for component in self.components.values():
-            self._call(component, component.on_start)
-            self.started.append(component)
+        for component in list(self.components.values()):
+            self.start_component(component)
         self._flush_all()
         try:
             while not self._should_stop():
@@ -325,6 +364,9 @@ class EventLoop:
                 self._run_timers()
                 if self.outbox:
                     self.send_outbox()
+                if self.fence is not None and self.fence.moved():
+                    self.fence.catch_up()
+                    inbox = self.inbox
         except StopLoop:
             pass
         finally:

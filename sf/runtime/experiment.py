@@ -15,8 +15,11 @@ from tensorboardX import SummaryWriter
 from sf.cfg.arguments import cfg_to_dict
 from sf.profiling.live_feed import LIVE_FILE
 from sf.profiling.series import SERIES_FILE
+from sf.runtime.durable import replace_file
+from sf.runtime.experiment_lock import LOCK_FILE
 
 SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
+PROFILING_DIR = "profiling"  # the profilers' outputs, where --profiling_output_dir does not put them elsewhere
 
 
 class Experiment:
@@ -25,10 +28,17 @@ class Experiment:
         self.dir = Path(cfg.train_dir) / cfg.experiment
         self.pid = os.getpid()
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
-            shutil.rmtree(self.dir)
+            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.runtime.experiment_lock`)
+                if old.name == LOCK_FILE:
+                    continue
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
         if cfg.restart_behavior == "restart":
             live = [self.dir / LIVE_FILE, self.dir / f"{LIVE_FILE}.1"]  # a watcher would show the old run's history
-            for old in [*self.dir.glob("checkpoint_p*"), self.dir / SCALARS_DIR, self.dir / SERIES_FILE, *live]:
+            outputs = [self.dir / SCALARS_DIR, self.dir / SERIES_FILE, self.dir / PROFILING_DIR, *live]
+            for old in [*self.dir.glob("checkpoint_p*"), *outputs]:
                 if old.is_dir():
                     shutil.rmtree(old)
                 else:
@@ -44,11 +54,9 @@ class Experiment:
             self.wandb = WandbLogger(cfg, self.dir)
 
     def write_json(self, name: str, data) -> Path:
-        """Atomic: a reader never sees half a file, and a crash keeps the previous version."""
+        """Atomic and durable, as a checkpoint: a reader never sees half a file, a crash keeps the previous version."""
         path = self.dir / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(_json_safe(data), indent=2))
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(_json_safe(data), indent=2).encode())
         return path
 
     def write_config(self) -> Path:

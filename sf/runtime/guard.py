@@ -5,15 +5,15 @@ queue lock a dead process left taken) or stopped (SIGSTOP) cannot, and a serial 
 that the process driving them is gone. The supervisor starts this guard first, with a pipe on its stdin that only the
 main process holds, and tells it each process it starts (`watch <pid> <start time>`; `follow` and `unfollow`
 around a serial run's start, while it follows every child the main process has). End of file without `done`
-means the main process died: the guard first unlinks the names the main process handed over (`own <path>`), then
-gives the watched processes `GRACE_S` to end, kills those still there and the followed ones (env engines, which never
-notice) with every process below them, and unlinks the /dev/shm files they held that nobody else holds, and those
-made since the guard started that nobody holds (the files of processes that died with the main process, as all do
-under `kill -9 -<pgid>`: the rule of the supervisor's end-of-run check).
+means the main process died: the guard gives the watched processes `GRACE_S` to end, kills those still there and the
+followed ones (env engines, which never notice) with every process below them, then unlinks the /dev/shm names the
+run owns (`sf.runtime.shm_names`: those in its ledger, those named after one of its processes, those the processes
+it killed held and the run made) once nobody holds them, and removes the run's private folder. Nothing else in
+/dev/shm is touched, whatever appeared there during the run.
 
-Run as `python -m sf.runtime.guard <main pid>`: it imports nothing heavy, and runs in a session of its own, so that
-a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and say
-`done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
+Run as `python -m sf.runtime.guard <main pid> <ledger>`: it imports nothing heavy, and runs in a session of its own,
+so that a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and
+say `done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
 """
 
 from __future__ import annotations
@@ -24,20 +24,17 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from sf.runtime.orphans import (
-    SHM_SETTLE_S,
     child_pids,
     descendants,
     describe,
-    left_since,
+    held_since,
     running,
-    shm_entries,
-    shm_files,
     start_time,
     unlink_unused,
 )
+from sf.runtime.shm_names import Ledger, named_after, remove_private_dir
 
 GRACE_S = 3.0
 POLL_S = 0.1
@@ -47,16 +44,25 @@ FOLLOW_S = 0.1  # how often the children of the main process are looked for whil
 class Guard:
     """The main process's handle on the guard."""
 
-    def __init__(self, detached: bool = False):
-        """`detached`: the guard forks itself away at once, so that it is not this process's child. A Ray node agent
-        needs that: Ray ends an actor by killing it and its children together, so a guard that is a child dies with
-        the agent, before it can remove what the agent left. `pid` is then the launcher's, gone at once."""
+    def __init__(self, ledger: Ledger, detached: bool = False):
+        """`ledger`: the run's record of the /dev/shm names it made, in the run's private folder, which the guard
+        also works in. `detached`: the guard forks itself away at once, so that it is not this process's child. A Ray
+        node agent needs that: Ray ends an actor by killing it and its children together, so a guard that is a child
+        dies with the agent, before it can remove what the agent left. `pid` is then the launcher's, gone at once."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sf.runtime.guard", str(os.getpid()), *(["--detached"] if detached else [])],
+            [
+                sys.executable,
+                "-m",
+                "sf.runtime.guard",
+                str(os.getpid()),
+                str(ledger.path),
+                *(["--detached"] if detached else []),
+            ],
             stdin=subprocess.PIPE,
             text=True,
             close_fds=True,
             start_new_session=True,
+            cwd=ledger.path.parent,
         )
         if detached:
             self.proc.wait()  # the launcher exits once it has forked the guard, which keeps the pipe
@@ -73,13 +79,6 @@ class Guard:
         started inside the loop's first steps, before this process could name them)."""
         self._say("follow" if following else "unfollow")
 
-    def own(self, paths: list[str]) -> None:
-        """/dev/shm names only this process's resource tracker would remove, which the guard unlinks the moment
-        this process dies: its named semaphores. The tracker can die with this process: a SIGKILL to the whole
-        process group takes it along, and Ray kills a node agent together with its children."""
-        for path in paths:
-            self._say(f"own {path}")
-
     def done(self) -> None:
         """The run ended in order: the guard leaves without touching anything."""
         self._say("done")
@@ -95,18 +94,21 @@ class Guard:
 
 
 def end_left_behind(
-    watched: dict[int, int | None], followed: dict[int, int | None], grace_s: float = GRACE_S
-) -> list[str]:
+    watched: dict[int, int | None], followed: dict[int, int | None], since: float, grace_s: float = GRACE_S
+) -> tuple[list[str], set[str]]:
     """Wait up to `grace_s` for the watched processes (pid -> start time) to end, then kill the rest, the followed
-    ones (which cannot notice the death: env engines) and everything below them; unlink the /dev/shm files they held
-    that no live process holds. The processes ended, described."""
+    ones (which cannot notice the death: env engines) and everything below them. The processes ended, described, and
+    the /dev/shm files they held that the run made (since `since`)."""
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(running(pid, started) for pid, started in watched.items()):
+    while time.monotonic() < deadline and any(
+        started is not None and running(pid, started) for pid, started in watched.items()
+    ):
         time.sleep(POLL_S)
-    roots = {pid for pid, started in {**watched, **followed}.items() if running(pid, started)}
+    # a pid whose start time could not be read names no process for sure: it may be another's by now
+    roots = {pid for pid, started in {**watched, **followed}.items() if started is not None and running(pid, started)}
     victims = sorted(roots | descendants(roots))
     names = [describe(pid) for pid in victims]
-    shm = set().union(set(), *(shm_files(pid) for pid in victims))
+    shm = held_since(victims, since)
     for pid in victims:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -115,19 +117,18 @@ def end_left_behind(
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(running(pid) for pid in victims):
         time.sleep(POLL_S)
-    unlink_unused(shm)
-    return names
+    return names, shm
 
 
-def main(main_pid: int, detached: bool = False) -> None:
+def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if detached and os.fork() > 0:
         os._exit(0)
-    shm_before = shm_entries()  # before the run made any: what is new at its death is the run's or nobody's
+    since = time.time()  # the run's start: what its processes hold and was made since is the run's
+    makers = {main_pid: start_time(main_pid)}  # every process of the run, for the names made after their pid
     watched: dict[int, int | None] = {}
     followed: dict[int, int | None] = {}
-    owned: list[str] = []
     following = False  # while the main process starts its envs, every child it has is followed as it appears
     pending = b""
     while True:
@@ -147,17 +148,12 @@ def main(main_pid: int, detached: bool = False) -> None:
                 return
             if word == "watch":
                 watched[int(args[0])] = None if args[1] == "None" else int(args[1])
-            if word == "own":
-                owned.append(args[0])
             following = {"follow": True, "unfollow": False}.get(word, following)
-    died = time.monotonic()
-    for path in owned:  # the run is over: no process opens these again, and those open stay usable
-        Path(path).unlink(missing_ok=True)
-    ended = end_left_behind(watched, followed)
-    # files of processes dead before the guard could look at them (every process of the run killed at once): any
-    # made since the start that nobody holds, once the youngest of the run's is past the settle time
-    time.sleep(max(0.0, died + SHM_SETTLE_S - time.monotonic()))
-    unlink_unused(left_since(shm_before))
+    ended, held = end_left_behind(watched, followed, since)
+    makers.update(watched)
+    makers.update(followed)
+    unlink_unused(ledger.names() | named_after(makers) | held)
+    remove_private_dir(ledger)
     if ended:
         print(
             f"sf: the main process (pid {main_pid}) died; ended {len(ended)} process(es) it left: {', '.join(ended)}",
@@ -167,4 +163,4 @@ def main(main_pid: int, detached: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), detached="--detached" in sys.argv[2:])
+    main(int(sys.argv[1]), Ledger(sys.argv[2]), detached="--detached" in sys.argv[3:])

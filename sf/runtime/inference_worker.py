@@ -19,10 +19,21 @@ class InferenceWorker(Component):
     wait_key = "wait_requests"
 
     def __init__(
-        self, cfg, policy_id: int, worker_idx: int, buffers: TrajectoryBuffers, model, policy_store, device: str
+        self,
+        cfg,
+        policy_id: int,
+        worker_idx: int,
+        buffers: TrajectoryBuffers,
+        model,
+        policy_store,
+        device: str,
+        epochs=None,
     ):
+        """`epochs`: each rollout worker's incarnation (`sf.runtime.incarnations`); a request of an older one, whose
+        worker died, is not served."""
         super().__init__(inference_worker_name(policy_id, worker_idx))
         self.cfg = cfg
+        self.epochs = epochs
         self.policy_id = policy_id
         self.buffers = buffers
         self.model = model
@@ -56,10 +67,22 @@ class InferenceWorker(Component):
     def _on_request(self, msg: PolicyRequest) -> None:
         self.requests.append(msg)
 
+    def forget_worker(self, worker: int) -> None:
+        self.requests = [request for request in self.requests if request.worker != worker]
+
+    def forget_requests(self, policy_id: int) -> None:
+        if policy_id == self.policy_id:
+            self.requests = []
+
     def flush(self) -> None:
         if not self.requests:
             return
         requests, self.requests = self.requests, []
+        if self.epochs is not None:
+            epochs = self.epochs.of
+            requests = [request for request in requests if request.epoch == epochs[request.worker]]
+            if not requests:
+                return
         timing = self.timing
         with timing.add_time("update_model"):
             self.version = self.store.maybe_load(self.model, self.version)
@@ -101,11 +124,13 @@ class InferenceWorker(Component):
     def _send_actions(self, requests: list[PolicyRequest]) -> None:
         """One message per rollout worker naming every split of it served here: a queue put wakes the worker and
         costs far more than its bytes, and both splits of a worker are often in one call."""
-        splits: dict[int, list[int]] = {}
+        served: dict[int, tuple[list[int], list[int]]] = {}
         for request in requests:
-            splits.setdefault(request.worker, []).append(request.split)
-        for worker, served in splits.items():
-            self.send(rollout_worker_name(worker), Actions(served, self.policy_id))
+            splits, seqs = served.setdefault(request.worker, ([], []))
+            splits.append(request.split)
+            seqs.append(request.seq)
+        for worker, (splits, seqs) in served.items():
+            self.send(rollout_worker_name(worker), Actions(splits, self.policy_id, seqs))
 
     def _kernel_step(self, requests: list[PolicyRequest]) -> None:
         """The same step for a small MLP policy, as one numba call over the buffers (`sf.model.mlp_kernel`)."""

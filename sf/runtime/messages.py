@@ -37,27 +37,37 @@ COMPONENT_PROCESSES = (ROLLOUT, INFERENCE, BATCHER, LEARNER)  # what shares a pr
 # sampling -------------------------------------------------------------------------------------------------------
 class PolicyRequest(NamedTuple):
     """RolloutWorker -> InferenceWorker (the address `policy_p<i>` its policy's workers share): the observations of
-    one split's envs are in the buffers at these slots and steps; compute their actions."""
+    one split's envs are in the buffers at these slots and steps; compute their actions. `epoch`: the worker's
+    incarnation (a request of one that died is dropped, `sf.runtime.incarnations`); `seq`: the request's number,
+    which the answer carries back (a request sent again after an inference worker's restart is answered once)."""
 
     worker: int
     split: int
     slots: list[int]
     steps: list[int]
+    epoch: int = 0
+    seq: int = 0
 
 
 class Actions(NamedTuple):
     """InferenceWorker -> RolloutWorker: actions for these splits of the worker are in the buffers; step them. One
-    message names every split served in one forward pass (a queue put costs more than its bytes)."""
+    message names every split served in one forward pass (a queue put costs more than its bytes); `seqs` are the
+    requests' numbers, split by split."""
 
     splits: list[int]
     policy_id: int
+    seqs: list[int] = []
 
 
 class Trajectories(NamedTuple):
     """RolloutWorker -> Batcher: these slots hold finished trajectories. On a Ray node the NodeAgent takes them in the
-    batcher's place and ships copies; the driver's link writes those into free slots and sends this to the batcher."""
+    batcher's place and ships copies; the driver's link writes those into free slots and sends this to the batcher.
+    `worker` and `epoch`: the sender and its incarnation, whose trajectories are dropped once it was restarted (-1:
+    slots a link filled, which no restart here touches)."""
 
     slots: list[int]
+    worker: int = -1
+    epoch: int = 0
 
 
 class Release(NamedTuple):

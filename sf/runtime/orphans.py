@@ -20,7 +20,6 @@ log = logging.getLogger("sf")
 
 _PR_SET_CHILD_SUBREAPER = 36
 SHM_DIR = Path("/dev/shm")
-SHM_SETTLE_S = 1.0  # a /dev/shm file younger than this may be on its way to being mapped by its creator
 
 
 def adopt_orphans(enable: bool = True) -> bool:
@@ -87,6 +86,15 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields is not None else None
 
 
+def started_at(ticks: int | None) -> float | None:
+    """A start time in clock ticks since boot (`start_time`) as seconds since the epoch. The boot's own time comes
+    from the clocks, not /proc/stat's `btime`, which is rounded to the second."""
+    if ticks is None:
+        return None
+    booted = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return booted + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def running(pid: int, started: int | None = None) -> bool:
     """The process exists, is not a zombie and (given `started`) is the one that started then."""
     fields = _stat_fields(pid)
@@ -95,14 +103,15 @@ def running(pid: int, started: int | None = None) -> bool:
     return started is None or int(fields[19]) == started
 
 
-def end_orphans(keep: set[int]) -> list[int]:
-    """SIGKILL and reap every child of this process not in `keep`, and unlink the /dev/shm files they mapped
-    that no live process uses any more (a VizDoom engine's files are unlinked by the worker that died)."""
+def end_orphans(keep: set[int], since: float) -> list[int]:
+    """SIGKILL and reap every child of this process not in `keep` (the engines of a worker that died: this process
+    adopted them), and unlink the /dev/shm files they held that were made since `since` (the run's start: theirs)
+    and that no live process uses any more (a VizDoom engine's files are unlinked by the worker that died)."""
     ended = sorted(child_pids() - keep)
     if not ended:
         return []
     names = [describe(pid) for pid in ended]
-    shm = set().union(*(shm_files(pid) for pid in ended))
+    shm = held_since(ended, since)
     for pid in ended:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -117,36 +126,26 @@ def end_orphans(keep: set[int]) -> list[int]:
 
 
 def shm_entries() -> set[str]:
-    """The names in /dev/shm now: what a run compares against at its end to find the files it made."""
+    """The names in /dev/shm now."""
     try:
         return set(os.listdir(SHM_DIR))
     except OSError:
         return set()
 
 
-def left_since(before: set[str]) -> set[str]:
-    """/dev/shm files made since `before` was taken that may be a dead process's: not semaphores (mapped under
-    another name, so `unlink_unused` cannot tell whether one is in use) and older than `SHM_SETTLE_S`."""
-    young = time.time() - SHM_SETTLE_S
-    return {
-        str(SHM_DIR / name) for name in shm_entries() - before if not name.startswith("sem.") and _mtime(name) < young
-    }
-
-
-def _mtime(name: str) -> float:
-    try:
-        return (SHM_DIR / name).stat().st_mtime
-    except OSError:
-        return float("inf")
-
-
 def unlink_unused(paths: set[str]) -> list[str]:
-    """Unlink those of `paths` (/dev/shm files) that no live process has mapped or open; return them."""
+    """Unlink those of `paths` (/dev/shm files) that no live process has mapped or open; return them. A semaphore
+    is mapped under the name it was made with, not its own: its inode tells whether it is in use."""
+    paths = {path for path in paths if os.path.lexists(path)}
     if not paths:
         return []
-    in_use = set().union(*(shm_files(int(proc.name)) for proc in Path("/proc").glob("[0-9]*")))
+    pids = [int(proc.name) for proc in Path("/proc").glob("[0-9]*")]
+    in_use = set().union(*(shm_files(pid) for pid in pids))
+    inodes = set().union(*(shm_inodes(pid) for pid in pids))
     removed = []
     for path in sorted(paths - in_use):
+        if inode(Path(path)) in inodes:
+            continue
         try:
             Path(path).unlink()
             removed.append(path)
@@ -170,6 +169,23 @@ def shm_files(pid: int) -> set[str]:
     except OSError:  # the process ended, or is not ours to read
         pass
     return files
+
+
+def held_since(pids: list[int] | set[int], since: float) -> set[str]:
+    """The /dev/shm files these processes of the run hold that were made since `since` (the run's start, seconds
+    since the epoch): made by the run, not files from before it that they merely opened."""
+    held = set().union(set(), *(shm_files(pid) for pid in pids))
+    return {path for path in held if made_since(path, since)}
+
+
+def made_since(path: str, since: float | None) -> bool:
+    """The file's last status change is not before `since` (seconds since the epoch, to the clock tick)."""
+    if since is None:
+        return False
+    try:
+        return os.stat(path).st_ctime >= since - 0.02
+    except OSError:
+        return False
 
 
 def describe(pid: int) -> str:
@@ -196,11 +212,11 @@ def shm_inodes(pid: int) -> set[int]:
 def named_semaphores(pid: int) -> list[str]:
     """The /dev/shm names of the semaphores a process has open (multiprocessing's locks and events)."""
     inodes = shm_inodes(pid)
-    return sorted(str(path) for path in Path("/dev/shm").glob("sem.*") if _inode(path) in inodes)
+    return sorted(str(path) for path in Path("/dev/shm").glob("sem.*") if inode(path) in inodes)
 
 
-def _inode(path: Path) -> int | None:
+def inode(path: str | Path) -> int | None:
     try:
-        return path.stat().st_ino
+        return os.stat(path).st_ino
     except OSError:
         return None

@@ -3,12 +3,14 @@
 With `--restart_behavior=resume` in an existing experiment folder:
 - each policy's checkpoint is the newest one that loads (`CheckpointManager.newest`, which warns about newer files
   it skips);
-- the new configuration is compared with the saved `config.json`: a change to a flag that decides what a checkpoint
+- the new configuration is compared with the saved `config.json` (one that cannot be read refuses the resume, exit
+  status 2): a change to a flag that decides what a checkpoint
   holds (the model's parameters and buffers, the optimizer's state, the env's spaces) is refused, with every such
   difference listed (exit status 2, nothing written); other changes are logged, and the old `config.json` is kept
   beside the new one;
 - a run whose checkpoints already hold `--train_for_env_steps` frames is finished: the entry point says so and
-  writes nothing.
+  writes nothing;
+- once the run starts, the checkpoints newer than the one continued from are set aside (`set_aside_newer`).
 The parallel placement loads the chosen weights into the policy stores before any process starts, so every rollout
 worker acts with them from its first step.
 """
@@ -16,15 +18,12 @@ worker acts with them from its first step.
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sf.cfg.arguments import cfg_to_dict
 from sf.runtime.checkpoint import CheckpointManager, Loaded
 from sf.utils.errors import ConfigError
-
-log = logging.getLogger("sf")
 
 # flags that decide what a checkpoint holds: model shapes and buffers, optimizer state, the env's spaces
 CHECKPOINT_FLAGS = (
@@ -69,6 +68,13 @@ class ResumePoint:
     def paths(self) -> dict[int, Path]:
         return {policy: loaded.path for policy, loaded in self.checkpoints.items()}
 
+    def set_aside_newer(self, cfg) -> None:
+        """As training starts: the checkpoints newer than the ones it continues from (a damaged newest, the periodic
+        ones after a best) go into `superseded/`, so that this run's saves are the newest from its first one."""
+        folder = Path(cfg.train_dir) / cfg.experiment
+        for policy, loaded in self.checkpoints.items():
+            CheckpointManager(folder, policy, cfg.keep_checkpoints).set_aside_newer(loaded.path)
+
 
 def find_resume_point(cfg) -> ResumePoint | None:
     """None unless this run resumes an existing experiment folder. ConfigError (exit status 2) when the config
@@ -110,13 +116,22 @@ def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
 
 
 def _saved_config(path: Path) -> dict | None:
+    """The saved config, None where there is none; a config that cannot be read refuses the resume: what the
+    checkpoints hold could not be compared with what this run would build."""
     try:
-        return json.loads(path.read_text())
+        config = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        log.warning("%s cannot be read (%s): the new config is not compared with it", path, exc)
-        return None
+        config = exc
+    if not isinstance(config, dict):
+        why = config if isinstance(config, Exception) else "not a JSON object"
+        raise ConfigError(
+            f"--restart_behavior=resume: {path} cannot be read ({why}): the run it would resume is unknown. Repair or "
+            f"remove it, or use --restart_behavior=restart or another --experiment",
+            flag="--restart_behavior",
+        )
+    return config
 
 
 def _show(value) -> str:

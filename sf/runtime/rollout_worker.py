@@ -19,12 +19,13 @@ import random
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
-from sf.envs.registry import create_vector_env
+from sf.envs.registry import create_vector_env, env_shm_names
 from sf.envs.training_info import find_training_info_interface, training_info
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
@@ -38,6 +39,7 @@ from sf.runtime.messages import (
     TrainingInfo,
     Trajectories,
 )
+from sf.runtime.shm_names import Ledger
 from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
 
@@ -45,9 +47,23 @@ class RolloutWorker(Component):
     role = Role.ROLLOUT_WORKER
     wait_key = "wait_actions"
 
-    def __init__(self, cfg, worker_idx: int, buffers: TrajectoryBuffers):
+    def __init__(
+        self,
+        cfg,
+        worker_idx: int,
+        buffers: TrajectoryBuffers,
+        ledger: Ledger | None = None,
+        epoch: int = 0,
+        versions: list[int] | None = None,
+    ):
+        """`ledger`: where the run records the /dev/shm names its envs' engines make (`sf.runtime.shm_names`).
+        `epoch`: this incarnation of the worker (`sf.runtime.incarnations`); `versions`: each policy's version now,
+        for a worker restarted in a synchronous run (its envs' quotas follow the version)."""
         super().__init__(rollout_worker_name(worker_idx))
         self.cfg = cfg
+        self.ledger = ledger
+        self.epoch = epoch
+        self.start_versions = versions
         self.idx = worker_idx
         self.buffers = buffers
         self.T = cfg.rollout
@@ -77,7 +93,7 @@ class RolloutWorker(Component):
         self.episodes: dict[int, list[EpisodeRecord]] = {}
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
-        self.version = [0] * cfg.num_policies
+        self.version = list(self.start_versions or [0] * cfg.num_policies)
         self.trained_steps = [0] * cfg.num_policies  # the runner's last word (TrainingInfo)
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
@@ -89,17 +105,18 @@ class RolloutWorker(Component):
         self.num_splits = cfg.worker_num_splits
         per_split = n // self.num_splits
         self.split_of = [i // per_split for i in range(n)]
-        self.inflight: dict[tuple[int, int], list[int]] = {}
+        self.inflight: dict[tuple[int, int], tuple[list[int], int]] = {}  # (split, policy) -> (envs, request number)
+        self.seq = 0
         self.ready: list[list[int]] = [[] for _ in range(self.num_splits)]
         self.global_env = [self.idx * n + i for i in range(n)]
         self.envs_total = cfg.num_workers * n
         self.traj_per_version = trajectories_per_batch(cfg) // layout.agents_per_env  # rounds of every agent
 
-        delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds
+        delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds if self.epoch == 0 else 0.0
         if delay > 0:
             with self.timing.add_time("wait_decorrelation"):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
-        with self.timing.add_time("init_envs"):
+        with self.timing.add_time("init_envs"), self._recording_shm_names():
             if cfg.envpool:
                 self._start_vector_env()
             else:
@@ -110,6 +127,9 @@ class RolloutWorker(Component):
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
+
+    def _recording_shm_names(self):
+        return self.ledger.recording(env_shm_names(self.cfg.env)) if self.ledger is not None else nullcontext()
 
     def _start_envs(self) -> None:
         cfg, n = self.cfg, self.num_envs
@@ -165,15 +185,18 @@ class RolloutWorker(Component):
 
     # the rollout loop ---------------------------------------------------------------------------------
     def _on_actions(self, msg: Actions) -> None:
-        """Actions for these splits are in the buffers: step each split in turn."""
-        policy = msg.policy_id
-        for split in msg.splits:
-            self._advance_split(split, policy)
+        """Actions for these splits are in the buffers: step each split in turn. An answer to a request sent again
+        since (an inference worker restarted) is not the one awaited, and is ignored."""
+        policy, inflight = msg.policy_id, self.inflight
+        for split, seq in zip(msg.splits, msg.seqs):
+            awaited = inflight.get((split, policy))
+            if awaited is not None and awaited[1] == seq:
+                self._advance_split(split, policy)
 
     def _advance_split(self, split: int, policy: int) -> None:
         """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
         into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
-        envs = self.inflight.pop((split, policy))
+        envs = self.inflight.pop((split, policy))[0]
         pending = self.pending
         finished: dict[int, list[int]] = {}
         stepping = []
@@ -187,7 +210,7 @@ class RolloutWorker(Component):
         if stepping:
             self._step_group(stepping, split)
         for policy_id, slots in finished.items():
-            self.send(batcher_name(policy_id), Trajectories(slots))
+            self.send(batcher_name(policy_id), Trajectories(slots, self.idx, self.epoch))
         self._request(split)
         self._update_wait()
 
@@ -363,14 +386,24 @@ class RolloutWorker(Component):
             for i in envs:
                 by_policy.setdefault(self.policy[i], []).append(i)
             for policy_id, group in by_policy.items():
-                self.inflight[(split, policy_id)] = group
-                slots, steps = self._rows(group)
-                self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps))
+                self._send_request(split, policy_id, group)
             self.ready[split] = []
+
+    def _send_request(self, split: int, policy_id: int, envs: list[int]) -> None:
+        self.seq += 1
+        self.inflight[(split, policy_id)] = (envs, self.seq)
+        slots, steps = self._rows(envs)
+        self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps, self.epoch, self.seq))
 
     def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
         """The (slot, step) of each env of `group` whose actions the inference worker computes."""
         return [self.slot[i] for i in group], [self.t[i] for i in group]
+
+    def resend_requests(self, policy_id: int) -> None:
+        """The policy's inference workers moved to a new inbox: ask again for what the old one did not answer."""
+        for (split, policy), (envs, _) in list(self.inflight.items()):
+            if policy == policy_id:
+                self._send_request(split, policy, envs)
 
     # messages from the learner side ---------------------------------------------------------------------
     def _on_release(self, msg: Release) -> None:

@@ -63,6 +63,7 @@ class Runner(Component):
         self.experiment = experiment
         self.on_stop_request = on_stop_request
         self.start_time = time.monotonic()
+        self.started_wall = time.time()
         self.schedule = Schedule.from_cfg(cfg)
         self.progress = Progress(cfg.num_policies, cfg.stats_avg, self.start_time)
         self.train_window = TrainWindow(cfg.num_policies)
@@ -79,6 +80,7 @@ class Runner(Component):
         self.observers = ObserverCalls(self.timing, registrations)
         self.iterations = {p: 0 for p in range(cfg.num_policies)}  # training iterations this session, per policy
         self.unknown_best_metric = False  # said once: no episode reports --save_best_metric
+        self.healer = None  # what restarts failed components (`sf.runtime.healer`), set by the placement
 
     # what the placements read and set ------------------------------------------------------------------
     @property
@@ -218,6 +220,8 @@ class Runner(Component):
         )
 
     def _on_error(self, msg: ComponentError) -> None:
+        if self.healer is not None and not self.stop.status and self.healer.takes_error(msg.component, msg.traceback):
+            return  # its process exits next, and is started again
         log.error("%s failed:\n%s", msg.component, msg.traceback)
         self.request_stop("error", f"{msg.component}: {last_line(msg.traceback)}")
 
@@ -303,6 +307,8 @@ class Runner(Component):
                 scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(ages, 0.95)
             if lags:
                 self.experiment.write_histogram(p, progress.env_steps[p], "perf/policy_lag", lags)
+            if p == 0 and self.healer is not None:
+                scalars["perf/component_restarts"] = len(self.healer.done)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
             self.observers.call("extra_summaries", self, p, self.experiment.writer(p), progress.env_steps[p])
         self.experiment.flush_scalars()
@@ -330,6 +336,7 @@ class Runner(Component):
             **self.progress.summary(time.monotonic()),
             **self.staleness.summary(),
             "precision": getattr(self.cfg, "precision_in_use", None),  # what the image encoder ran in, and why
+            **(self.healer.summary() if self.healer is not None else {}),
             **(
                 {"node_restarts": self.node_restarts, "frames_lost": self.frames_lost}
                 if self.cfg.backend == "ray"
@@ -377,7 +384,7 @@ class Runner(Component):
         summary = self.summary()
         self._write_output("profile.json", self.records.profiles)
         if self.timeline is not None:
-            path = timeline.merge(self.cfg.profiling.output_dir, self.timeline)
+            path = timeline.merge(self.cfg.profiling.output_dir, self.timeline, since=self.started_wall)
             log.info("timeline of every process: %s", path)
         self._write_output("summary.json", summary)
         self.experiment.close()

@@ -45,6 +45,8 @@ from sf.runtime.engine_watch import EngineWatch
 from sf.runtime.errors import error_line
 from sf.runtime.event_loop import EventLoop, StopLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.healer import Healer, Process
+from sf.runtime.incarnations import ORIGINAL, Epochs, Fence, Incarnations
 from sf.runtime.inference_worker import compile_policy_kernel
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
@@ -56,6 +58,7 @@ from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.runner import Runner
 from sf.runtime.setup import build_buffers, build_model, resolve_inference_placement
 from sf.runtime.shared_flags import Heartbeat
+from sf.runtime.shm_names import Ledger
 from sf.runtime.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
 from sf.utils.process_settings import apply_process_settings, thread_limits
 from sf.utils.roles import (
@@ -70,6 +73,7 @@ from sf.utils.roles import (
 log = logging.getLogger("sf")
 
 QUEUE_BYTES = 4 * 1024 * 1024
+MAX_SPARE_QUEUES = 32
 CRASH_GRACE_S = 3.0  # after a component died: the run must end within seconds, whatever the others do
 EXIT_WAIT_S = 2.0  # a process that has sent its final trees only has to exit
 WATCH_S = 0.1  # how often the runner looks for a dead component: a few waitpid calls
@@ -111,12 +115,11 @@ def run_parallel(
     buffers = build_buffers(cfg, env_info, model.rnn_state_size, shared=True)
     compile_policy_kernel(cfg, model, buffers, device)
     stores = [
-        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), ctx.Lock(), control)
-        for p in range(cfg.num_policies)
+        SharedPolicyStore(build_model(cfg, env_info, "cpu", seed_offset=p), control) for p in range(cfg.num_policies)
     ]
     # the stores' locks are named semaphores that only this process's resource tracker would unlink: a SIGKILL to the
     # whole process group (`kill -9 -<pgid>`) takes the tracker too, so the guard, in a session of its own, does
-    supervisor.guard.own(named_semaphores(os.getpid()))
+    supervisor.own(named_semaphores(os.getpid()))
     for p, loaded in resume.items():  # every rollout worker acts with the resumed weights from its first step
         stores[p].publish_state(loaded.state["model"], loaded.state["version"])
     del model
@@ -130,6 +133,9 @@ def run_parallel(
         queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
     if cluster is not None:
         queues.update(cluster.routes())
+    processes = {_process_label(kind, a, b): Process(kind, a, b, slot) for slot, (kind, a, b) in enumerate(specs)}
+    incarnations = Incarnations(len(specs), cfg.num_workers, cfg.num_policies, ctx)
+    spares = [faster_fifo.Queue(QUEUE_BYTES) for _ in range(_spare_queues(cfg, processes))]
 
     shared = dict(
         cfg=cfg,
@@ -142,6 +148,9 @@ def run_parallel(
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
         resume={p: loaded.path for p, loaded in resume.items()},
+        ledger=str(supervisor.ledger.path),
+        incarnations=incarnations,
+        spares=spares,
     )
 
     runner = Runner(cfg, experiment, on_stop_request=control.set, registrations=registrations)
@@ -159,11 +168,17 @@ def run_parallel(
         runner.timeline = timeline.Recorder()
         loop.enable_timeline(runner.timeline)
 
+    healer = Healer(cfg, supervisor, incarnations, queues, spares, processes, start=None)
+    runner.healer = healer
+
     def watch_processes() -> None:
         if stop_event_local.is_set():
             runner.request_stop("interrupted")
         for failure in supervisor.poll():
-            runner.request_stop("error", str(failure))
+            error = healer.take(failure) if not runner.stop.status else str(failure)
+            if error is not None:
+                runner.request_stop("error", error)
+        healer.poll()
         if mailbox.error is not None:
             runner.request_stop("error", f"the runner's inbox: {mailbox.error}")
 
@@ -192,6 +207,7 @@ def run_parallel(
                     start_component_process(supervisor, start_ctx, kind, a, b, shared, slot)
                     log.info("started %s pid=%d", label, supervisor.children[label].pid)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            healer.start = partial(_restart_process, supervisor, start_ctx, shared)
             loop.run()
         except Exception as exc:
             runner.stop_status, runner.error = "error", error_line(exc)
@@ -216,6 +232,27 @@ def run_parallel(
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
     return runner.finish()
+
+
+def _spare_queues(cfg, processes: dict[str, Process]) -> int:
+    """The spare pool: a replacement never reads the inbox a dead process waited on (`sf.runtime.incarnations`),
+    so each restart takes a fresh queue, and a spare nobody uses any more goes back to the pool. The first restart of
+    a process retires one of the queues the run started with for good: one spare per restartable process, a few for
+    restarts under way, at most `MAX_SPARE_QUEUES` (each 4 MiB of address space, touched only once used)."""
+    if not cfg.restart_failed_components:
+        return 0
+    restartable = sum(process.kind in ("rollout", "inference") for process in processes.values())
+    return min(MAX_SPARE_QUEUES, restartable + 4)
+
+
+def _restart_process(supervisor: Supervisor, ctx, shared: dict, process: Process) -> int:
+    """Start a dead component process again, as itself (same name and heartbeat slot): the healer's `start`."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        start_component_process(supervisor, ctx, process.kind, process.a, process.b, shared, process.slot)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return supervisor.children[_process_label(process.kind, process.a, process.b)].pid
 
 
 def _grace(cfg, runner: Runner) -> float:
@@ -272,6 +309,8 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     link = ParentLink(control).start()  # the main process gone: stop, closing the envs
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
+    if cfg.seed is None:  # forked from one server, every process would inherit its generator: explore alike
+        torch.manual_seed(int.from_bytes(os.urandom(8), "little"))
     restore_registry(shared["envs"])
     if _profiled_kind(cfg, kind) != "rollout":
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
@@ -284,7 +323,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     if kind == "rollout":
         watch.start()
     try:
-        loop = _build_process(kind, a, b, shared)
+        loop = _build_process(kind, a, b, shared, slot)
         loop.every(HEARTBEAT_S, heartbeat.beat)
         if cfg.profiling_timeline:
             recorder = timeline.Recorder()
@@ -320,7 +359,7 @@ def _report(runner_q, link: ParentLink, name: str, message: str) -> None:
         runner_q.put(encode(RUNNER, ComponentError(name, message)), timeout=5.0)
 
 
-def _build_process(kind: str, a: int, b: int | None, shared: dict):
+def _build_process(kind: str, a: int, b: int | None, shared: dict, slot: int):
     from sf.runtime.batcher import Batcher
     from sf.runtime.checkpoint import CheckpointManager
     from sf.runtime.inference_worker import InferenceWorker
@@ -328,33 +367,42 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict):
     from sf.runtime.setup import make_rollout_worker
 
     cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
-    device = shared["device"]
+    device, stores = shared["device"], shared["stores"]
+    inc, spares = shared.get("incarnations"), shared.get("spares", [])  # none in a Ray node agent's processes
     inbox = queues[{"rollout": rollout_worker_name(a), "inference": policy_queue_name(a)}.get(kind, learner_name(a))]
+    if inc is not None and kind in ("rollout", "inference"):
+        index = (inc.worker_inbox if kind == "rollout" else inc.policy_inbox)[a]
+        if index != ORIGINAL:  # this process was restarted, or its policy's inbox replaced: a fresh queue
+            inbox = spares[index]
+    epochs = Epochs(inc, slot) if inc is not None else None
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, queues), stop_event=shared["stop_event"])
     if kind == "rollout":
-        loop.add(make_rollout_worker(cfg, a, buffers))
+        epoch = int(inc.epoch[a]) if inc is not None else 0
+        versions = [store.version for store in stores]
+        loop.add(make_rollout_worker(cfg, a, buffers, Ledger(shared["ledger"]), epoch, versions))
         if cfg.inference_placement == "rollout_worker":
             for p in range(cfg.num_policies):
                 model = build_model(cfg, env_info, device, seed_offset=p)
                 loop.add(
-                    InferenceWorker(cfg, p, a, buffers, model, shared["stores"][p], device),
+                    InferenceWorker(cfg, p, a, buffers, model, stores[p], device, epochs),
                     aliases=(policy_queue_name(p),),
                 )
             _seed_sampling(cfg, a)
     elif kind == "inference":
-        store = shared["stores"][a]
         model = build_model(cfg, env_info, device, seed_offset=a)
-        loop.add(InferenceWorker(cfg, a, b, buffers, model, store, device), aliases=(policy_queue_name(a),))
+        loop.add(InferenceWorker(cfg, a, b, buffers, model, stores[a], device, epochs), aliases=(policy_queue_name(a),))
         _seed_sampling(cfg, b * cfg.num_policies + a)
     else:
-        store = shared["stores"][a]
+        store = stores[a]
         model = build_model(cfg, env_info, device, seed_offset=a)
         model.load_state_dict(store.params)
         checkpoints = CheckpointManager(shared["experiment_dir"], a, cfg.keep_checkpoints, cfg.save_milestones_sec)
         learner = Learner(cfg, a, model, store, device, checkpoints, env_info.reward_scale, shared["resume"].get(a))
         loop.add(learner)
-        loop.add(Batcher(cfg, a, buffers, env_info.frameskip))
+        loop.add(Batcher(cfg, a, buffers, env_info.frameskip, epochs))
     loop.every(snapshot_interval(cfg), lambda: _share_timings(loop, queues[RUNNER]))
+    if inc is not None:
+        loop.fence = Fence(inc, slot, spares, loop)
     return loop
 
 

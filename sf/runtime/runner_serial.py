@@ -1,9 +1,12 @@
 """Serial placement: every component on one event loop in this process, so cProfile, yappi or
 pyinstrument see the whole program. Learner and inference worker share one model object.
 
-SIGINT and SIGTERM stay blocked while the loop runs, and a timer turns a pending one into the stop: the
-processes envs start (VizDoom engines) inherit the block, so a signal to the whole process group (Ctrl-C,
-`kill -TERM -<pgid>`) does not end an engine before its worker closes it."""
+SIGINT and SIGTERM stay blocked in the loop's thread while it runs: the processes envs start (VizDoom engines)
+inherit the block, so a signal to the whole process group (Ctrl-C, `kill -TERM -<pgid>`) does not end an engine
+before its worker closes it. A watchdog thread (`sf.runtime.serial_watch`) takes the signals and turns them into
+the stop, and ends the run itself when the loop is stuck in a call that never returns: after a stop request that
+does not finish within --stop_timeout_sec, or a loop silent for --heartbeat_timeout_sec. It then saves what can be
+saved (the learners' checkpoints, unless a learner is what is stuck), writes the run's outputs and exits."""
 
 from __future__ import annotations
 
@@ -26,20 +29,24 @@ from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.errors import error_line, last_line
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.experiment import Experiment
+from sf.runtime.experiment_lock import release_held
+from sf.runtime.healer import SerialHealer
+from sf.runtime.incarnations import Epochs, Incarnations
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
+from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
+from sf.runtime.serial_watch import SerialWatch
 from sf.runtime.setup import build_buffers, build_model, make_rollout_worker
-from sf.runtime.supervisor import Supervisor
+from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
 from sf.utils.roles import RUNNER, policy_queue_name
 
 log = logging.getLogger("sf")
 
-SIGNAL_CHECK_S = 0.2
 ENVS_STARTED_S = 1.0  # the first tick of this timer comes once every component started (and its envs)
 
 
@@ -60,15 +67,23 @@ def run_serial(
     loop = EventLoop(stop_event=stop_event)
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
-    for p, model in enumerate(models):
-        store = LocalPolicyStore()
+    incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
+    epochs = Epochs(incarnations, 0)
+    stores = [LocalPolicyStore() for _ in models]
+    for p, (model, store) in enumerate(zip(models, stores)):
         checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints, cfg.save_milestones_sec)
         loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale, resume.get(p)))
-        loop.add(Batcher(cfg, p, buffers, env_info.frameskip))
-        loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device), aliases=(policy_queue_name(p),))
+        loop.add(Batcher(cfg, p, buffers, env_info.frameskip, epochs))
+        loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device, epochs), aliases=(policy_queue_name(p),))
+
+    def make_worker(index: int, epoch: int) -> RolloutWorker:
+        return make_rollout_worker(cfg, index, buffers, supervisor.ledger, epoch, [store.version for store in stores])
+
     for w in range(cfg.num_workers):
-        loop.add(make_rollout_worker(cfg, w, buffers))
+        loop.add(make_worker(w, 0))
     loop.add(runner)
+    runner.healer = SerialHealer(cfg, loop, incarnations, make_worker)
+    loop.on_failure = runner.healer.on_failure
     loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
 
     resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
@@ -76,11 +91,13 @@ def run_serial(
         runner.timeline = timeline.Recorder()
         loop.enable_timeline(runner.timeline)
     profile = profiling.attach(cfg.profiling, "serial", "serial", loop)
-    loop.every(SIGNAL_CHECK_S, lambda: _take_stop_signal(stop_event))
+    watch = SerialWatch(cfg, loop, stop_event, lambda status, cause: _give_up(runner, loop, supervisor, status, cause))
+    loop.every(HEARTBEAT_S, watch.beat)
     supervisor.begin()
     supervisor.follow_children(True)  # the env engines the rollout workers start
     loop.every(ENVS_STARTED_S, lambda: supervisor.follow_children(False))  # due at once after the starts
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    watch.start()
     try:
         with runner.timing.add_time("main_loop"):
             try:
@@ -92,6 +109,7 @@ def run_serial(
                 failed = f"{loop.failed}: " if loop.failed else ""
                 runner.stop_status, runner.error = "error", failed + error_line(exc)
                 log.error("serial run failed:\n%s", traceback.format_exc())
+            watch.loop_returned()
             if profile is not None:
                 profile.end()
             if runner.stop_status is None:
@@ -103,13 +121,37 @@ def run_serial(
             loop.deliver_local(RUNNER)
             profiles = loop.profiles()
     finally:
+        watch.done()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         supervisor.stop(set(), grace=0.0, crashed=False, exit_wait_s=0.0)
+    return _outputs(runner, profiles)
+
+
+def _outputs(runner: Runner, profiles: list[tuple[str, dict, dict]]) -> dict:
+    """Every component's profile into the runner's records, then the run's outputs; the summary."""
     res = resources.snapshot().to_dict()
     for name, tree, activity in profiles:
         if name != RUNNER:
             runner.on_profile(name, os.getpid(), tree, res, activity)
     return runner.finish()
+
+
+def _give_up(runner: Runner, loop: EventLoop, supervisor: Supervisor, status: str, cause: str) -> None:
+    """From the watchdog's thread, the loop's thread stuck for good: save the learners that are not what is stuck,
+    write the outputs, end the env engines, exit. Never returns."""
+    log.error("%s: ending the run without it", cause)
+    runner.stop_status, runner.error = status, cause
+    for component in loop.components.values():
+        if isinstance(component, Learner) and component.timing.open_scope() is None:
+            try:
+                component.on_stop()
+            except Exception as exc:  # a failing disk: the run's end is already an error or an interruption
+                log.error("%s: no final checkpoint: %s", component.name, error_line(exc))
+    summary = _outputs(runner, loop.profiles())
+    supervisor.stop(set(), grace=0.0, crashed=True, exit_wait_s=0.0)
+    release_held()
+    logging.shutdown()
+    os._exit(1 if summary["status"] == "error" else 0)
 
 
 def _share_timings(loop: EventLoop) -> None:
@@ -118,9 +160,3 @@ def _share_timings(loop: EventLoop) -> None:
     for name, tree, activity in loop.profiles():
         if name != RUNNER:
             loop.send(RUNNER, ProfileSnapshot(name, os.getpid(), tree, res, activity))
-
-
-def _take_stop_signal(stop_event) -> None:
-    if signal.sigpending() & STOP_SIGNALS:
-        signal.sigtimedwait(STOP_SIGNALS, 0)
-        stop_event.set()

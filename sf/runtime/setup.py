@@ -103,8 +103,8 @@ def precision_choice(cfg, env_info: EnvInfo, device: str) -> PrecisionChoice:
     return choose_precision(cfg.precision, device, has_image_encoder(env_info))
 
 
-def make_rollout_worker(cfg, worker_idx: int, buffers: TrajectoryBuffers) -> RolloutWorker:
-    """The rollout worker for the env the buffers were laid out for: one agent per env, or several."""
-    if buffers.layout.multi_agent:
-        return MultiAgentRolloutWorker(cfg, worker_idx, buffers)
-    return RolloutWorker(cfg, worker_idx, buffers)
+def make_rollout_worker(cfg, worker_idx: int, buffers: TrajectoryBuffers, *args, **kwargs) -> RolloutWorker:
+    """The rollout worker for the env the buffers were laid out for: one agent per env, or several (the rest of the
+    arguments are `RolloutWorker`'s)."""
+    kind = MultiAgentRolloutWorker if buffers.layout.multi_agent else RolloutWorker
+    return kind(cfg, worker_idx, buffers, *args, **kwargs)

@@ -13,7 +13,9 @@ end-of-run check.
   grace period is killed with a warning; processes left behind by killed components (env engines: this process is a
   Linux child subreaper and adopts them) are ended and their /dev/shm files unlinked; the fork server is stopped.
 - End-of-run check: no process of the run and no /dev/shm file it made may outlive it; whatever did is ended, removed
-  and named in a warning.
+  and named in a warning. What the run made is known by name (`sf.runtime.shm_names`: its ledger, the names carrying
+  one of its processes' pids, the files its leftover processes held and it made); nothing else in /dev/shm is
+  touched.
 
 Nothing here unlocks a queue or a lock that a dead process held (`sf.runtime.mailbox` says why).
 """
@@ -37,13 +39,12 @@ from sf.runtime.orphans import (
     child_pids,
     describe,
     end_orphans,
-    left_since,
     running,
-    shm_entries,
     start_time,
     unlink_unused,
 )
 from sf.runtime.shared_flags import RunControl
+from sf.runtime.shm_names import named_after, new_ledger, remove_private_dir
 
 log = logging.getLogger("sf")
 
@@ -79,7 +80,9 @@ class Child:
 
 class Supervisor:
     def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0, detached_guard: bool = False):
-        self.guard = Guard(detached_guard)
+        self.started = time.time()
+        self.ledger = new_ledger()  # the /dev/shm names the run's processes make, in the run's private folder
+        self.guard = Guard(self.ledger, detached_guard)
         self.control = RunControl(mp.get_context("spawn"), num_slots)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.children: dict[str, Child] = {}
@@ -87,7 +90,7 @@ class Supervisor:
         self.keep: set[int] = set()
         self.server: tuple[int, int | None] | None = None
         self.server_failed = False
-        self.shm_before = shm_entries()
+        self.makers: dict[int, int | None] = {os.getpid(): start_time(os.getpid())}  # every process the run started
         self._beats = self.control.beats()
         self._last_poll: float | None = None
         self._following = False
@@ -103,8 +106,18 @@ class Supervisor:
         ctx = process_start.component_context(preload, single_thread)
         for pid in process_start.server_pids():
             self.server = (pid, start_time(pid))
+            self.makers[pid] = self.server[1]
             self.guard.watch(pid)
         return ctx
+
+    @property
+    def private_dir(self):
+        """The run's own folder (mode 700): the working folder of the processes it starts."""
+        return self.ledger.path.parent
+
+    def own(self, paths: list[str]) -> None:
+        """/dev/shm names this process made (its locks' semaphores): removed once the run is over, however it ends."""
+        self.ledger.add(paths)
 
     def start(
         self, label: str, proc: mp.Process, slot: int | None = None, launch: AbstractContextManager | None = None
@@ -113,6 +126,7 @@ class Supervisor:
         with launch or nullcontext():
             proc.start()
         self.children[label] = Child(label, proc, slot, proc.pid, start_time(proc.pid))
+        self.makers[proc.pid] = self.children[label].started
         self.guard.watch(proc.pid)
         return proc
 
@@ -210,10 +224,11 @@ class Supervisor:
             if child.pid is None:
                 child.handle.join(timeout=1.0)
         self._reap_adopted()
-        end_orphans(self.keep | process_start.server_pids())  # a killed worker's engines hold the server
+        end_orphans(self.keep | process_start.server_pids(), self.started)  # a killed worker's engines
         process_start.stop_server()
         self.end_check()
         self.guard.done()
+        remove_private_dir(self.ledger)
         if self.adopted:
             adopt_orphans(False)
 
@@ -221,7 +236,7 @@ class Supervisor:
         if child.pid is None:
             child.handle.kill()
             return
-        if running(child.pid, child.started):
+        if child.started is not None and running(child.pid, child.started):  # never a pid it cannot identify
             try:
                 os.kill(child.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -247,8 +262,8 @@ class Supervisor:
         left = sorted(pid for pid in child_pids() - self.keep - process_start.server_pids() if running(pid))
         names = [describe(pid) for pid in left]
         if left:
-            end_orphans(self.keep | process_start.server_pids())
-        removed = unlink_unused(left_since(self.shm_before))
+            end_orphans(self.keep | process_start.server_pids(), self.started)
+        removed = unlink_unused(self.ledger.names() | named_after(self.makers))
         if names or removed:
             log.warning(
                 "end-of-run check: %d process(es) and %d /dev/shm file(s) of the run were left: %s",

@@ -187,6 +187,12 @@ class Timing:
         self._root = _Node(self, None)
         self._current = self._root
 
+    def open_scope(self) -> tuple[str, float] | None:
+        """The innermost scope open now, as (path, perf_counter time it was entered), or None: what a watchdog
+        names when the thread running this tree is stuck (one attribute read from another thread, no lock)."""
+        node = self._current
+        return None if node is self._root else (node.path, node.start)
+
     def add_time(self, key: str) -> _Node:
         """Accumulate the time spent in the block over all its executions."""
         node = self._current.children.get(key)

@@ -139,12 +139,9 @@ def make_atari_env(
 
 
 def register_atari_envs() -> None:
-    """Every game, and its EnvPool version for `--envpool=True`."""
-    from sf_examples.envpool.atari.envpool_atari import register_envpool_atari_envs
-
+    """Every game (its EnvPool version, for `--envpool=True`, is the family's `register_vector`)."""
     for name in ATARI_GAMES:
         register_env(name, make_atari_env)
-    register_envpool_atari_envs()
 
 
 def atari_defaults(env_name: str) -> dict[str, Any]:

@@ -54,12 +54,9 @@ def make_mujoco_env(
 
 
 def register_mujoco_envs() -> None:
-    """Every task, and its EnvPool version for `--envpool=True`."""
-    from sf_examples.envpool.mujoco.envpool_mujoco import register_envpool_mujoco_envs
-
+    """Every task (its EnvPool version, for `--envpool=True`, is the family's `register_vector`)."""
     for name in MUJOCO_ENVS:
         register_env(name, make_mujoco_env)
-    register_envpool_mujoco_envs()
 
 
 def env_placement(total_envs: int, cpus: int | None = None) -> dict[str, int]:

@@ -98,9 +98,12 @@ def make_doom_env(
     return DoomEnv(_scenario(full_env_name), DoomEnvOptions.from_cfg(cfg), render_mode)
 
 
+ENGINE_SHM_NAMES = ("ViZDoomSM*", "ViZDoomMQ*")  # each game's shared memory and message queues
+
+
 def register_doom_envs() -> None:
     for name in DOOM_SCENARIOS:
-        register_env(name, make_doom_env)
+        register_env(name, make_doom_env, shm_names=ENGINE_SHM_NAMES)
 
 
 def add_doom_args(parser: argparse.ArgumentParser) -> None:

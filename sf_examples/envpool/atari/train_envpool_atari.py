@@ -11,11 +11,12 @@ import sys
 from sf.cfg.arguments import main_cfg_or_exit
 from sf.train import run_rl
 from sf_examples.atari.atari_envs import register_atari_envs
-from sf_examples.envpool.atari.envpool_atari import envpool_atari_defaults
+from sf_examples.envpool.atari.envpool_atari import envpool_atari_defaults, register_envpool_atari_envs
 
 
 def main(argv: list[str] | None = None) -> int:
     register_atari_envs()
+    register_envpool_atari_envs()
     cfg = main_cfg_or_exit(argv, defaults=envpool_atari_defaults)
     return run_rl(cfg)
 

@@ -1,0 +1,341 @@
+"""What can heal, heals: a rollout worker (its env engines with it) or an inference worker that dies is started again
+in place, and the run goes on.
+
+The main process learns of the death from the supervisor (an exit, a missing heartbeat) and, for the kinds that can
+heal, asks `Healer.take` instead of ending the run. A restart:
+
+1. ends what the dead process left (its env engines, which this process adopted, and the /dev/shm names of the run
+   nobody holds any more);
+2. moves the dead process's inbox, or its policy's, to a fresh queue of the spare pool (a spare no process uses any
+   more is renewed and goes back to the pool: `sf.runtime.queue_locks.renew`) and starts a new generation
+   of the incarnations block (`sf.runtime.incarnations`): every process drops the dead one's work and answers;
+3. once every process that could hold that work has acknowledged, starts the replacement from the fork server, with
+   the same name and heartbeat slot.
+
+It is one line in the log (with the cause the component reported, when it did), a counter in summary.json and
+TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first
+(`sf.runtime.queue_locks`). The restart is refused, and the run ends as it would without it, when
+`--restart_failed_components=False`, for a learner or the fork server, past `--max_component_restarts` restarts of
+one component within an hour, or when no spare queue is free.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sf.runtime import process_start
+from sf.runtime.incarnations import ORIGINAL, Incarnations
+from sf.runtime.orphans import end_orphans, unlink_unused
+from sf.runtime.queue_locks import dead_holders, idle, renew, repair
+from sf.runtime.shm_names import named_after
+from sf.runtime.supervisor import Failure, Supervisor
+from sf.utils.roles import rollout_worker_name
+
+log = logging.getLogger("sf")
+
+HOUR_S = 3600.0
+
+
+@dataclass
+class Restart:
+    """One restart, as summary.json lists it."""
+
+    component: str
+    cause: str
+    at_s: float
+    pid: int | None = None  # of the replacement
+    waiting_for: list[int] = field(default_factory=list)  # heartbeat slots whose acknowledgement it awaits
+    gen: int = 0
+    then: Callable[[], None] | None = None  # a second step once acknowledged (an inference worker's policy queue)
+
+    def to_dict(self) -> dict:
+        return {"component": self.component, "cause": self.cause, "at_s": round(self.at_s, 3), "pid": self.pid}
+
+
+@dataclass(frozen=True)
+class Process:
+    """A restartable component process: its kind and indices as `start_component_process` takes them."""
+
+    kind: str
+    a: int
+    b: int | None
+    slot: int
+
+
+class RestartBudget:
+    """At most `per_hour` restarts of one component within any hour."""
+
+    def __init__(self, per_hour: int):
+        self.per_hour = per_hour
+        self.times: dict[str, deque[float]] = {}
+
+    def allows(self, label: str, now: float) -> bool:
+        times = self.times.setdefault(label, deque())
+        while times and now - times[0] > HOUR_S:
+            times.popleft()
+        return len(times) < self.per_hour
+
+    def spend(self, label: str, now: float) -> None:
+        self.times.setdefault(label, deque()).append(now)
+
+
+class Healer:
+    def __init__(
+        self,
+        cfg,
+        supervisor: Supervisor,
+        incarnations: Incarnations,
+        queues: dict,
+        spares: list,
+        processes: dict[str, Process],
+        start: Callable[[Process], int],
+    ):
+        """`processes`: every component process by label; `start(process)` starts one again and returns its pid."""
+        self.cfg = cfg
+        self.supervisor = supervisor
+        self.inc = incarnations
+        self.queues = queues
+        self.spares = spares
+        self.free = list(range(len(spares)))  # spares no process uses
+        self.retired: list[tuple[int, int]] = []  # (spare, generation after which no process routes to it)
+        self.processes = processes
+        self.start = start
+        self.budget = RestartBudget(cfg.max_component_restarts)
+        self.started = time.monotonic()
+        self.causes: dict[str, str] = {}  # process label -> the error its component reported before it died
+        self.pending: list[Restart] = []
+        self.done: list[Restart] = []
+        self.colocated = cfg.inference_placement == "rollout_worker"
+
+    # what can heal --------------------------------------------------------------------------------------------
+    def process_of(self, component: str) -> str | None:
+        """The label of the restartable process `component` lives in (an inference worker beside a rollout worker
+        lives in that worker's process), or None."""
+        if component in self.processes and self.processes[component].kind in ("rollout", "inference"):
+            return component
+        if self.colocated and component.startswith("InferenceWorker_p"):
+            return rollout_worker_name(int(component.rsplit("-w", 1)[1]))
+        return None
+
+    def takes_error(self, component: str, report: str) -> bool:
+        """A component reported an error before its process exits: kept as the cause of the restart to come (True),
+        or not a component that restarts (False: the run ends with it)."""
+        label = self.process_of(component) if self.cfg.restart_failed_components else None
+        if label is None:
+            return False
+        self.causes[label] = f"{component}: {_last_line(report)}"
+        log.error("%s failed:\n%s", component, report)
+        return True
+
+    def take(self, failure: Failure) -> str | None:
+        """Start restarting the process `failure` names: None when under way, else the error that ends the run (the
+        failure as it is where nothing restarts: a learner, the fork server, restarts switched off)."""
+        label = failure.label
+        process = self.processes.get(label)
+        if not self.cfg.restart_failed_components or process is None or process.kind not in ("rollout", "inference"):
+            return str(failure)
+        cause = self.causes.pop(label, None) or str(failure)
+        refused = self._refused(label, time.monotonic())
+        if refused is not None:
+            return f"{cause}; not restarted: {refused}"
+        now = time.monotonic()
+        self.budget.spend(label, now)
+        restart = Restart(label, cause, now - self.started)
+        self._clear_remains(label)
+        spare = self.free.pop(0)
+        inc = self.inc
+        if process.kind == "rollout":
+            old = int(inc.worker_inbox[process.a])
+            inc.worker_inbox[process.a] = spare
+            inc.epoch[process.a] += 1
+            restart.waiting_for = self._slots(("learner", "inference"))
+            restart.gen = inc.bump()
+            self._retire(old, restart.gen)
+        else:
+            old = int(inc.policy_inbox[process.a])
+            inc.policy_inbox[process.a] = spare
+            restart.waiting_for = [
+                p.slot
+                for name, p in self.processes.items()
+                if p.kind == "inference" and p.a == process.a and name != label
+            ]
+
+            def move_senders() -> None:  # once the siblings read the new queue: the rollout workers send there
+                inc.policy_route[process.a] = spare
+                self._retire(old, inc.bump())
+
+            restart.then = move_senders
+            restart.gen = inc.bump()
+        self.pending.append(restart)
+        self.poll()
+        return None
+
+    def _retire(self, spare: int, gen: int) -> None:
+        if spare != ORIGINAL:  # the queues the run started with are not renewed: the others hold them by name
+            self.retired.append((spare, gen))
+
+    def _refused(self, label: str, now: float) -> str | None:
+        if self.supervisor.server_failed:
+            return "the fork server is gone"
+        if not self.budget.allows(label, now):
+            return f"{self.cfg.max_component_restarts} restart(s) within the last hour (--max_component_restarts)"
+        if not self.free:
+            return f"none of the {len(self.spares)} spare queues is free"
+        every = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares)}}  # each process holds all
+        locked = dead_holders(every)
+        if isinstance(locked, str):
+            return locked
+        for name in locked:  # it died inside a put or a get: finish that for it, so that no one waits forever
+            cut = repair(every[name])
+            log.warning(
+                "took back the lock of the queue %s from %s%s",
+                name,
+                label,
+                f" ({cut} bytes of a message it was writing cut off)" if cut else "",
+            )
+        return None
+
+    def _slots(self, kinds: tuple[str, ...]) -> list[int]:
+        return [p.slot for name, p in self.processes.items() if p.kind in kinds and self.supervisor.running(name)]
+
+    def _clear_remains(self, label: str) -> None:
+        """End the dead process's env engines (this process adopted them) and remove the run's /dev/shm names that
+        nobody holds now (theirs)."""
+        supervisor = self.supervisor
+        child = supervisor.children[label]
+        end_orphans(supervisor.keep | process_start.server_pids(), supervisor.started)
+        unlink_unused(supervisor.ledger.names() | named_after({child.pid: child.started}))
+
+    # under way ------------------------------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Start each replacement whose acknowledgements are in (called from the runner's watch, ten times a
+        second)."""
+        for restart in list(self.pending):
+            live = [slot for slot in restart.waiting_for if self._slot_running(slot)]
+            if not self.inc.acknowledged(live, restart.gen):
+                continue
+            self.pending.remove(restart)
+            if restart.then is not None:
+                restart.then()
+            process = self.processes[restart.component]
+            old = self.supervisor.children[restart.component].pid
+            restart.pid = self.start(process)
+            self.done.append(restart)
+            log.warning(
+                "%s (pid %s) restarted as pid %d after: %s (restart %d of at most %d an hour; "
+                "--restart_failed_components=False ends the run instead)",
+                restart.component,
+                old,
+                restart.pid,
+                restart.cause,
+                len(self.budget.times[restart.component]),
+                self.cfg.max_component_restarts,
+            )
+
+        self._renew_retired()
+
+    def _renew_retired(self) -> None:
+        """A retired spare every live process has moved away from, and that nobody is inside: as good as new."""
+        live = self._slots(("learner", "inference", "rollout"))
+        for spare, gen in list(self.retired):
+            if self.inc.acknowledged(live, gen) and idle(self.spares[spare]):
+                renew(self.spares[spare])
+                self.retired.remove((spare, gen))
+                self.free.append(spare)
+
+    def _slot_running(self, slot: int) -> bool:
+        return any(p.slot == slot and self.supervisor.running(name) for name, p in self.processes.items())
+
+    def summary(self) -> dict:
+        return {
+            "component_restarts": [restart.to_dict() for restart in self.done],
+            "trajectories_dropped_for_restarts": int(self.inc.dropped.sum()),
+        }
+
+
+class SerialHealer:
+    """The same in a serial run: a rollout worker whose env raised is replaced in the loop by a new one with fresh
+    envs, after the batcher and the inference worker dropped what they held of it (`EventLoop.on_failure`). A call
+    that never returns is the watchdog's (`sf.runtime.serial_watch`)."""
+
+    def __init__(self, cfg, loop, incarnations: Incarnations, make_worker: Callable[[int, int], object]):
+        """`make_worker(index, epoch)` builds a rollout worker."""
+        self.cfg = cfg
+        self.loop = loop
+        self.inc = incarnations
+        self.make_worker = make_worker
+        self.budget = RestartBudget(cfg.max_component_restarts)
+        self.started = time.monotonic()
+        self.done: list[Restart] = []
+
+    def takes_error(self, component: str, report: str) -> bool:
+        return False  # a serial run reports no errors by message
+
+    def on_failure(self, component) -> bool:
+        """In the failed handler's except clause: True when `component` was restarted and the loop goes on."""
+        from sf.runtime.rollout_worker import RolloutWorker
+
+        if not (self.cfg.restart_failed_components and isinstance(component, RolloutWorker)):
+            return False
+        cause = f"{component.name}: {_last_line(traceback.format_exc())}"
+        log.error("%s failed:\n%s", component.name, traceback.format_exc())
+        failed = component
+        while True:
+            now = time.monotonic()
+            if not self.budget.allows(failed.name, now):
+                log.error(
+                    "%s: not restarted: %d restart(s) within the last hour (--max_component_restarts)",
+                    failed.name,
+                    self.cfg.max_component_restarts,
+                )
+                return False
+            self.budget.spend(failed.name, now)
+            replacement = self._replace(failed)
+            try:
+                self.loop.start_component(replacement)
+            except Exception:  # its envs would not start either: the next restart, within the allowance
+                cause = f"{failed.name}: {_last_line(traceback.format_exc())}"
+                failed = replacement
+                continue
+            self.done.append(Restart(failed.name, cause, now - self.started))
+            log.warning(
+                "%s restarted with fresh envs after: %s (restart %d of at most %d an hour)",
+                failed.name,
+                cause,
+                len(self.budget.times[failed.name]),
+                self.cfg.max_component_restarts,
+            )
+            return True
+
+    def _replace(self, old):
+        """Close what is left of `old`, drop its work everywhere in the loop, put a new worker in its place."""
+        try:
+            old.on_stop()
+        except Exception:  # an env whose engine is gone may not close: it goes with the old worker
+            log.warning("%s: its envs did not close: %s", old.name, _last_line(traceback.format_exc()))
+        w = old.idx
+        self.inc.epoch[w] += 1
+        for component in self.loop.components.values():
+            component.forget_worker(w)
+        left = [(dest, msg) for dest, msg in self.loop.local if dest != old.name]  # its releases and actions
+        self.loop.local.clear()
+        self.loop.local.extend(left)
+        new = self.make_worker(w, int(self.inc.epoch[w]))
+        self.loop.replace(old, new)
+        return new
+
+    def summary(self) -> dict:
+        return {
+            "component_restarts": [restart.to_dict() for restart in self.done],
+            "trajectories_dropped_for_restarts": int(self.inc.dropped.sum()),
+        }
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "failed"

@@ -1,0 +1,165 @@
+"""What can heal, heals: rollout workers and inference workers that die or hang are started again in place and the
+run trains on; past the allowance, or with restarts switched off, the run ends as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, read_until, shm_leaked, started_pids
+
+TESTS = Path(__file__).parent
+ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+FAST = [
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+    "--seed=1",
+    "--save_every_sec=3600",
+    "--experiment_summaries_interval=1",
+]
+RESTARTED = r"\] (\S+) \(pid (\d+)\) restarted as pid (\d+) after: (.*) \(restart"
+
+
+def _frames(exp: Path) -> int:
+    """The newest frame count in the live feed (every component's snapshot carries it, about every second)."""
+    try:
+        lines = (exp / "profile_live.jsonl").read_text().splitlines()
+    except OSError:
+        return 0
+    frames = [json.loads(line).get("frames") for line in lines[-20:] if line.startswith("{")]
+    return max((f for f in frames if isinstance(f, int)), default=0)
+
+
+def _trains_on(exp: Path, beyond: int, within_s: float = 10.0) -> float:
+    """Seconds until the frame count passes `beyond` by a batch, failing after `within_s`."""
+    start = time.monotonic()
+    while _frames(exp) < beyond + 256:
+        assert time.monotonic() - start < within_s, f"frames stuck at {_frames(exp)} (were {beyond})"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def run(tmp_path):
+    """Starts training runs in sessions of their own; whatever is left of them is killed afterwards."""
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str, entry: list[str] | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, *(entry or ["-m", "sf_examples.train_gym_env"]), *args, f"--train_dir={tmp_path}"],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_rollout_and_inference_workers_killed_or_stopped_are_restarted_until_the_allowance_is_spent(
+    tmp_path, run, shm_before
+):
+    exp = tmp_path / "heal"
+    proc = run(*FAST, "--inference_placement=own_process", "--heartbeat_timeout_sec=4", "--max_component_restarts=1",
+               "--train_for_env_steps=100000000", "--experiment=heal")  # fmt: skip
+    lines: list[str] = []
+    read_until(proc, r"Fps is", lines)
+    pids = started_pids(lines)
+
+    def heal(component: str, how: signal.Signals, cause: str) -> int:
+        frames = _frames(exp)
+        os.kill(pids[component], how)
+        match = read_until(proc, RESTARTED, lines)
+        assert match.group(1) == component and re.search(cause, match.group(4)), match.group(0)
+        _trains_on(exp, frames)
+        return int(match.group(3))
+
+    heal("RolloutWorker_w1", signal.SIGKILL, r"exited with code -9 \(SIGKILL\)")
+    pids["InferenceWorker_p0-w0"] = heal("InferenceWorker_p0-w0", signal.SIGKILL, r"exited with code -9")
+    heal("RolloutWorker_w0", signal.SIGSTOP, r"sent no heartbeat for 4 s")
+    # once more within the hour: past --max_component_restarts=1, the run ends as it would without restarts
+    os.kill(pids["InferenceWorker_p0-w0"], signal.SIGKILL)
+    rest, _ = proc.communicate(timeout=60)
+    out = "".join(lines) + rest
+    assert proc.returncode == 1, out[-3000:]
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["status"] == "error"
+    assert re.fullmatch(
+        r"InferenceWorker_p0-w0 exited with code -9 \(SIGKILL\); not restarted: 1 restart\(s\) within the last hour "
+        r"\(--max_component_restarts\)",
+        summary["error"],
+    ), summary["error"]
+    restarts = summary["component_restarts"]
+    assert [r["component"] for r in restarts] == ["RolloutWorker_w1", "InferenceWorker_p0-w0", "RolloutWorker_w0"]
+    assert all(r["pid"] and r["at_s"] > 0 for r in restarts)
+    assert not shm_leaked(shm_before)
+
+
+def test_with_restarts_off_a_killed_rollout_worker_ends_the_run_as_before(tmp_path, run):
+    proc = run(*FAST, "--restart_failed_components=False", "--train_for_env_steps=100000000", "--experiment=off")
+    lines: list[str] = []
+    read_until(proc, r"Fps is", lines)
+    os.kill(started_pids(lines)["RolloutWorker_w1"], signal.SIGKILL)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, rest[-3000:]
+    summary = json.loads((tmp_path / "off" / "summary.json").read_text())
+    assert summary["error"] == "RolloutWorker_w1 exited with code -9 (SIGKILL)"
+    assert summary["component_restarts"] == []
+
+
+def test_a_serial_run_restarts_a_rollout_worker_whose_env_raised_and_trains_to_the_end(tmp_path, run):
+    proc = run(
+        "--env=fails_once", "--serial_mode=True", "--num_workers=2", "--num_envs_per_worker=4", "--rollout=16",
+        "--batch_size=64", "--use_rnn=False", "--train_for_env_steps=20000", "--experiment=serial",
+        entry=[str(TESTS / "crash_env.py")],
+    )  # fmt: skip
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    assert "RolloutWorker_w" in out and "restarted with fresh envs after: RolloutWorker_w" in out
+    summary = json.loads((tmp_path / "serial" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 20000
+    assert len(summary["component_restarts"]) == 1
+    assert "RuntimeError: the simulator crashed" in summary["component_restarts"][0]["cause"]
+
+
+def test_a_worker_killed_holding_every_queue_lock_is_restarted_after_the_locks_are_taken_back(tmp_path, run):
+    """The worst moment to die: inside a put or a get of every queue it can reach. Each lock is taken back (the
+    others were waiting on them), then the worker is started again and the run trains on."""
+    exp = tmp_path / "locks"
+    proc = run(
+        *FAST, "--env=lock_holding_cartpole", "--train_for_env_steps=100000000", "--experiment=locks",
+        entry=[str(TESTS / "lock_holding_env.py")],
+    )  # fmt: skip
+    lines: list[str] = []
+    taken = int(read_until(proc, r"locks taken: (\d+)", lines).group(1))
+    frames = _frames(exp)
+    os.kill(started_pids(lines)["RolloutWorker_w0"], signal.SIGKILL)
+    read_until(proc, RESTARTED, lines)
+    took_back = [line for line in lines if "took back the lock of the queue" in line]
+    assert len(took_back) == taken >= 4, took_back
+    _trains_on(exp, frames)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest[-3000:]
