@@ -33,7 +33,7 @@ from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
 from sf.runtime.runner import Runner
 from sf.runtime.setup import build_buffers, make_rollout_worker, probe_env
 from sf.utils.errors import ConfigError
-from sf.utils.roles import RUNNER, learner_name, policy_queue_name
+from sf.utils.roles import RUNNER, learner_name, policy_queue_name, rollout_worker_name
 
 EPISODE = (3, 4)  # agent 0's episodes end (terminated) after 3 steps, agent 1's (truncated) after 4
 
@@ -214,6 +214,18 @@ def test_envs_hear_how_far_training_got_at_their_episodes_ends(worker):
     wrapped = gymnasium.wrappers.TimeLimit(Curriculum(gymnasium.make("CartPole-v1")), 10)
     assert find_training_info_interface(wrapped) is wrapped.env  # found on the way down to the unwrapped env
     assert find_training_info_interface(gymnasium.make("CartPole-v1")) is None
+
+
+def test_the_runner_tells_every_rollout_worker_how_far_training_got(tmp_path):
+    cfg = default_cfg(env="cooperative_cue", train_dir=str(tmp_path), num_workers=3)
+    runner = Runner(cfg, Experiment(cfg))
+    routes = {rollout_worker_name(w): queue.Queue() for w in range(3)}
+    EventLoop(routes=routes).add(runner)
+    runner.progress.on_learner_stats(0, 4096, 3, {}, now=1.0)
+    runner.report()
+    sent = [(dest, msg) for _, dest, msg in runner.loop.outbox]
+    assert sent == [(rollout_worker_name(w), TrainingInfo({0: 4096})) for w in range(3)]
+    runner.experiment.close()
 
 
 def test_an_env_group_continues_hands_over_and_comes_back_whole(worker):
