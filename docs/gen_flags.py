@@ -2,7 +2,8 @@
 cannot drift from the code: `python docs/gen_flags.py > /tmp/flags.md`, then paste it under "Flag reference".
 
 One table per argument group of `sf.cfg.arguments.make_parser(evaluation=True)`, then the flags that
-`sf_examples.vizdoom.doom_envs.add_doom_args` adds for the VizDoom scripts.
+`sf_examples.vizdoom.doom_envs.add_doom_args` adds for the VizDoom scripts and `sf.envs.pettingzoo_env` for the
+PettingZoo one.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from sf.cfg.arguments import make_parser, str2bool
+from sf.envs.pettingzoo_env import add_pettingzoo_args
 from sf_examples.vizdoom.doom_envs import add_doom_args
 
 # Defaults computed from the machine the script runs on would make the page differ per machine.
@@ -19,6 +21,7 @@ MACHINE_DEPENDENT = {"num_workers": "CPU cores"}
 
 EVALUATION_GROUP = "evaluation"
 DOOM_TITLE = "VizDoom (train_vizdoom, enjoy_vizdoom)"
+PETTINGZOO_TITLE = "PettingZoo (train_pettingzoo)"
 
 _METAVAR_TYPES = {"BOOL": "bool", "INT": "int", "FLOAT": "float", "STR": "str"}  # how sf's own flags are declared
 _PARSER_TYPES = {str2bool: "bool", int: "int", float: "float"}  # flags added by examples, without a metavar
@@ -93,10 +96,11 @@ def reference() -> str:
         if title == EVALUATION_GROUP:
             title += " (enjoy scripts only)"
         sections += [f"### {title}", "", *table(actions), ""]
-    doom_parser = make_parser(add_args=add_doom_args)
-    doom = [a for a in doom_parser._actions if _is_flag(a) and a.dest not in known]
-    sections += [f"### {DOOM_TITLE}", "", *table(doom)]
-    return "\n".join(sections)
+    for title, add_args in ((DOOM_TITLE, add_doom_args), (PETTINGZOO_TITLE, add_pettingzoo_args)):
+        family_parser = make_parser(add_args=add_args)
+        family = [a for a in family_parser._actions if _is_flag(a) and a.dest not in known]
+        sections += [f"### {title}", "", *table(family), ""]
+    return "\n".join(sections).rstrip("\n")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """Entry point shared by every example: `run_rl(cfg)` trains and returns the process exit status.
 `python -m sf.train --env=<name> ...` trains with the example script of the env's family (`sf.envs.families`).
 
+`make_runner(cfg)` is Sample Factory's longer form of the same, for a script that registers observers first:
+`cfg, runner = make_runner(cfg)`, `runner.register_observer(...)`, `runner.init()`, then `runner.run()`.
+
 Exit statuses: 0 when the run ended as planned or was stopped by SIGINT/SIGTERM (summary status `ok` or
 `interrupted`), 1 when it failed (status `error`), 2 when the config cannot run: then one `sf: error:` line
 names the flag and nothing is written.
@@ -14,10 +17,13 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 from sf.cfg.arguments import describe_device, resolve_device
+from sf.runtime.observers import AlgoObserver, EpisodicHandler, Registrations
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 
@@ -82,24 +88,114 @@ def _log_changes(changed: dict[str, tuple], kept: Path | None) -> None:
     log.info("resuming with a changed config (%s)%s", listed, kept_as)
 
 
+class ExperimentStatus(IntEnum):
+    """Sample Factory's status codes, as `TrainingRun.init` and `run` return them: an interrupted run returns
+    SUCCESS here (exit status 0), and a config that cannot run 2 (`EXIT_BAD_INPUT`)."""
+
+    SUCCESS = 0
+    FAILURE = 1
+    INTERRUPTED = 2
+
+
+@dataclass
+class _Prepared:
+    """What `TrainingRun.init` found: the experiment folder, the env's spaces and where to resume from."""
+
+    experiment: Any
+    env_info: Any
+    resume: Any
+    previous_precision: str | None
+
+
+class TrainingRun:
+    """One training run in two steps, as Sample Factory's runner: `init()` checks the flags, the checkpoints and the
+    env and writes config.json; `run()` trains. In between, `register_observer` and
+    `register_episodic_stats_handler` add the user's hooks (`sf.runtime.observers`)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.registrations = Registrations()
+        self._prepared: _Prepared | None = None
+        self._init_status: int | None = None
+        self._server = False
+        self._lock = None
+
+    def register_observer(self, observer: AlgoObserver) -> None:
+        self.registrations.observers.append(observer)
+
+    def register_episodic_stats_handler(self, handler: EpisodicHandler) -> None:
+        self.registrations.episodic_handlers.append(handler)
+
+    def init(self) -> int:
+        """0 when the run can start (or has nothing left to train), else its exit status."""
+        skip_final_collection()
+        if not self.cfg.serial_mode and not self._server:
+            # A parallel run starts its fork server first: the server imports torch and sf while this process does
+            # the same
+            from sf.envs.registry import registry_snapshot
+            from sf.runtime import process_start
+
+            process_start.start_server(registry_snapshot(), self.cfg.force_envs_single_thread)
+            self._server = True
+        self._lock = _lock(self.cfg)
+        if self._lock is None:
+            self._discard_server()
+            self._init_status = EXIT_BAD_INPUT
+            return self._init_status
+        try:
+            self._init_status = _prepare(self.cfg)
+        except BaseException:
+            self._end()
+            raise
+        if isinstance(self._init_status, _Prepared):
+            self._prepared, self._init_status = self._init_status, ExperimentStatus.SUCCESS
+        else:
+            self._end()
+        return self._init_status
+
+    def run(self) -> int:
+        """Train; the exit status (0: done or interrupted, 1: failed, 2: a config that cannot run)."""
+        if self._init_status is None:
+            self.init()
+        if self._prepared is None:
+            return self._init_status
+        prepared, self._prepared = self._prepared, None
+        try:
+            return _train(self.cfg, prepared, self.registrations)
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        """The fork server (still there only when the run ended before it started a component) and the lock go."""
+        self._discard_server()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _discard_server(self) -> None:
+        if self._server:
+            from sf.runtime import process_start
+
+            process_start.discard_server()
+            self._server = False
+
+
+def make_runner(cfg) -> tuple[Any, TrainingRun]:
+    """Sample Factory's entry: `cfg, runner = make_runner(cfg)`, register observers, then `runner.init()` and
+    `runner.run()`."""
+    return cfg, TrainingRun(cfg)
+
+
 def run_rl(cfg) -> int:
     """Check what only the filesystem and the env can tell, then train with the placement the config asks for."""
-    skip_final_collection()
-    if cfg.serial_mode:
-        return _run_rl(cfg)
-    # A parallel run starts its fork server first: the server imports torch and sf while this process does the same
-    from sf.envs.registry import registry_snapshot
-    from sf.runtime import process_start
-
-    process_start.start_server(registry_snapshot(), cfg.force_envs_single_thread)
-    try:
-        return _run_rl(cfg)
-    finally:
-        process_start.discard_server()  # still there only when the run ended before it started a component
+    _, runner = make_runner(cfg)
+    status = runner.init()
+    return runner.run() if status == ExperimentStatus.SUCCESS else status
 
 
-def _run_rl(cfg) -> int:
-    """Train while holding the experiment folder's lock: a second run of the same experiment is refused."""
+def _lock(cfg):
+    """The experiment folder's lock, held from `init` to the end of `run`: a second run of the same experiment is
+    refused. None (the status printed) when it cannot be taken."""
     from sf.runtime.experiment_lock import ExperimentLock
     from sf.utils.logging import setup_logging
 
@@ -109,14 +205,11 @@ def _run_rl(cfg) -> int:
         lock.acquire()
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return None
     except OSError as exc:
         print(error_line(_unwritable(cfg, exc)), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        return _run_locked(cfg)
-    finally:
-        lock.release()
+        return None
+    return lock
 
 
 def _unwritable(cfg, exc: OSError) -> ConfigError:
@@ -126,7 +219,9 @@ def _unwritable(cfg, exc: OSError) -> ConfigError:
     )
 
 
-def _run_locked(cfg) -> int:
+def _prepare(cfg) -> _Prepared | int:
+    """The checks before a run (the experiment's lock held): what to resume, the env's spaces, the experiment
+    folder and config.json; the exit status when the run cannot (or need not) start."""
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
@@ -135,7 +230,6 @@ def _run_locked(cfg) -> int:
     from sf.runtime.resume import find_resume_point
     from sf.runtime.setup import probe_env
     from sf.utils.logging import setup_logging
-    from sf.utils.process_settings import apply_process_settings
 
     env_error: Exception | None = None
     previous_precision = _previous_precision(cfg)  # before config.json is written again
@@ -175,9 +269,17 @@ def _run_locked(cfg) -> int:
     if resume is not None:
         resume.set_aside_newer(cfg)
     log.info("experiment folder: %s (config, checkpoints, summary, profiles, TensorBoard events)", experiment.dir)
+    return _Prepared(experiment, env_info, resume, previous_precision)
+
+
+def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
+    """The run itself, in the placement the config asks for; its exit status."""
+    from sf.utils.process_settings import apply_process_settings
+
+    experiment, env_info, resume = prepared.experiment, prepared.env_info, prepared.resume
     device = resolve_device(cfg)
     log.info("learner and inference on %s", describe_device(device))
-    _resolve_precision(cfg, env_info, device, experiment, previous_precision)
+    _resolve_precision(cfg, env_info, device, experiment, prepared.previous_precision)
     checkpoints = resume.checkpoints if resume is not None else {}
     resume_paths = {policy: loaded.path for policy, loaded in checkpoints.items()}
     stop = threading.Event()
@@ -187,15 +289,17 @@ def _run_locked(cfg) -> int:
             from sf.runtime.runner_serial import run_serial
 
             apply_process_settings(cfg, "serial", 0)
-            summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths)
+            summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths, registrations)
         elif cfg.backend == "ray":
             from sf.distributed.backend import run_ray
 
-            summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints)
+            summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints, registrations)
         else:
             from sf.runtime.runner_parallel import run_parallel
 
-            summary = run_parallel(cfg, experiment, env_info, device, stop, resume=checkpoints)
+            summary = run_parallel(
+                cfg, experiment, env_info, device, stop, resume=checkpoints, registrations=registrations
+            )
     except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
         print(error_line(err), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -310,6 +310,8 @@ def error_output(tmp_path_factory) -> str:
         with pytest.raises(SystemExit):
             family_named("atari").cfg_or_exit(["--env=atari_spaceinvader", train_dir])
         assert run_rl(family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--envpool=True", train_dir])) == 2
+        pettingzoo = family_named("pettingzoo").cfg_or_exit(["--env=pettingzoo:no_such_package.env_v0", train_dir])
+        assert run_rl(pettingzoo) == 2
     return err.getvalue()
 
 
@@ -317,6 +319,24 @@ def error_output(tmp_path_factory) -> str:
 def test_error_samples(sample, error_output):
     commands_left_out = "\n".join(line for line in sample.lines if not line.startswith("$ "))
     assert check_log(Sample(sample.page, sample.line, sample.run, commands_left_out), error_output) == []
+
+
+@pytest.fixture(scope="module")
+def train_two_agents(tmp_path_factory) -> str:
+    """The multi-agent page's script, saved as the page says and run with the command its sample shows."""
+    page = ROOT / "docs" / "multi-agent.md"
+    command = next(s for s in by_run("train_two_agents") if s.lines[0].startswith("$ python train_two_agents.py"))
+    tmp = tmp_path_factory.mktemp("train_two_agents")
+    (tmp / "train_two_agents.py").write_text(command.code_before)
+    assert "class SameSign" in command.code_before, f"{page}: the sample's script is not the block above it"
+    args = command.lines[0].split()[3:]  # after `$ python train_two_agents.py`
+    return _run([str(tmp / "train_two_agents.py"), *args, f"--train_dir={tmp}"], ROOT)
+
+
+@pytest.mark.parametrize("sample", by_run("train_two_agents"), ids=_ids(by_run("train_two_agents")))
+def test_train_two_agents_samples(sample, train_two_agents):
+    commands_left_out = "\n".join(line for line in sample.lines if not line.startswith("$ "))
+    assert check_log(Sample(sample.page, sample.line, sample.run, commands_left_out), train_two_agents) == []
 
 
 @pytest.mark.parametrize("sample", by_run("python above"), ids=_ids(by_run("python above")))

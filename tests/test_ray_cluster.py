@@ -334,3 +334,39 @@ def test_a_killed_driver_ends_the_node_agents_and_their_processes(cluster, tmp_p
     assert all(not alive(pid) for pid in pids.values()), {n: p for n, p in pids.items() if alive(p)}
     assert took < 15, took
     assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_a_multi_agent_env_on_the_second_node(cluster, tmp_path, shm_before):
+    """Each agent's slots cross from the second node whole, their activity with them: the learner masks the resting
+    agent's steps (1 in 8 of all) as in a local run, and every agent's frames and episodes count."""
+    from conftest import read_scalars
+
+    c, _, second = cluster
+    result = run_sf(
+        [
+            "--env=cooperative_cue_resting",
+            "--backend=ray",
+            f"--ray_worker_groups={SECOND}:2",
+            "--num_workers=2",
+            "--train_for_env_steps=20000",
+            "--experiment=agents",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+        ],
+        module="sf_examples.multi_agent.train_multi_agent",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    exp = tmp_path / "agents"
+    summary, profile = _json(exp / "summary.json"), _json(exp / "profile.json")
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 20000
+    assert all(profile[f"RolloutWorker_w{w}"]["node"]["ray_node_id"] == second for w in range(2))
+    transfer = profile["NodeAgent_1"]["transfer"]
+    assert transfer["frames_sent"] == transfer["trajectories_sent"] * 32 >= summary["env_frames"]["0"]
+    assert summary["num_episodes"] * 20 >= summary["env_frames"]["0"] - 20  # an episode of 20 steps per agent
+    assert sum(read_scalars(exp)["train/valids_fraction"]) / len(read_scalars(exp)["train/valids_fraction"]) == (
+        pytest.approx(7 / 8, abs=0.03)
+    )
+    assert all(not alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+    assert not shm_leaked(shm_before)

@@ -47,7 +47,7 @@ def test_frame_rates_over_windows_and_the_steady_rate_from_the_first_trained_bat
 def test_episode_statistics_and_the_progress_line():
     progress = Progress(num_policies=1, stats_avg=2, start_time=0.0)
     assert math.isnan(progress.avg_reward(0)) and progress.avg_episode_length(0) is None
-    progress.on_episodes(0, [(1.0, 10), (2.0, 20), (4.0, 40)])  # the average keeps the last `stats_avg`
+    progress.on_episodes(0, [(1.0, 10, None, None), (2.0, 20, None, None), (4.0, 40, None, None)])  # the last 2
     assert progress.avg_reward(0) == 3.0 and progress.avg_episode_length(0) == 30.0
     assert progress.num_episodes == {0: 3}
     progress.on_learner_stats(0, 2048, 2, {"policy_lag": 0.123, "policy_lag_max": 1.0}, now=1.0)
@@ -57,6 +57,28 @@ def test_episode_statistics_and_the_progress_line():
         "Policy lag: [0.12]"
     )
     assert progress.summary(now=1.0)["avg_episode_reward"] == {0: 3.0}
+    assert progress.summary(now=1.0)["avg_true_objective"] == {0: 3.0}  # no env objective: the return stands in
+    assert "episode_extra_stats" not in progress.summary(now=1.0)
+
+
+def test_true_objective_and_extra_stats_are_averaged_per_policy():
+    progress = Progress(num_policies=2, stats_avg=3, start_time=0.0)
+    progress.on_episodes(0, [(1.0, 10, 0.0, {"coins": 2.0}), (3.0, 10, 1.0, {"coins": 4.0, "hits": [1.0, 0.0]})])
+    progress.on_episodes(1, [(5.0, 7, None, {"coins": 10.0})])
+    progress.on_episodes(0, [(2.0, 10, 1.0, {"coins": 9.0}), (2.0, 10, 1.0, {"coins": 3.0})])  # coins keeps 3
+    assert progress.avg_stat("true_objective", 0) == pytest.approx(3.0 / 3)  # 1, 1, 1 of the last three
+    assert progress.avg_stat("true_objective", 1) == 5.0  # the return stands in for a missing objective
+    assert progress.extra_means(0) == {"coins": pytest.approx((4.0 + 9.0 + 3.0) / 3), "hits": 0.5}
+    assert progress.extra_means(1) == {"coins": 10.0}
+    assert list(progress.policy_avg_stats["coins"][0]) == [4.0, 9.0, 3.0]  # Sample Factory's shape, per policy
+    summary = progress.summary(now=1.0)
+    assert summary["avg_true_objective"] == {0: pytest.approx(1.0), 1: 5.0}
+    assert summary["episode_extra_stats"] == {0: progress.extra_means(0), 1: {"coins": 10.0}}
+    line = progress.progress_line([1.0, 2.0, 3.0])
+    assert (
+        "Avg true objective: {0: 1.0, 1: 5.0}. Extra stats: {0: {'coins': 5.333, 'hits': 0.5}, 1: {'coins': 10.0}}. "
+        in line
+    )
 
 
 def test_the_progress_line_says_the_share_done_and_the_time_left():

@@ -5,7 +5,8 @@ rollout workers or the machine has cores, whichever is more, so a serial run's o
 workers than cores is still measured against the whole machine. Each process is started the way a rollout worker
 is (spawn, one math thread, pinned round robin), creates its envs, and after all are ready steps them round robin
 for a fixed time. No network, no inference, no learner: the FPS a framework could reach if its own cost were zero.
-With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would.
+With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would. A
+multi-agent env's step counts a frame per agent, as training counts them (and Sample Factory does).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import os
 import queue
 import time
 from argparse import Namespace
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs import EnvAdapter, EnvConfig
 from sf.envs.families import EnvFamily
+from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
 from sf.envs.spaces import ActionSpec
 from sf.envs.vector import VectorConfig
@@ -67,10 +70,32 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     if cfg.envpool:
         _step_vector_env(cfg, index, num_envs, seconds, go, results)
         return
-    envs = [EnvAdapter(create_env(cfg.env, cfg, EnvConfig(index, i, index * num_envs + i))) for i in range(num_envs)]
+    plain = Namespace(**{**vars(cfg), "env_framestack": 1})  # the simulator alone: no frame stacking
+    envs = [open_env(plain, EnvConfig(index, i, index * num_envs + i)) for i in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=None if cfg.seed is None else cfg.seed * 100_003 + index * num_envs + i)
-    actions = random_actions(envs[0].action_spec, 4096, np.random.default_rng(index))
+    step_round = round_stepper(envs, random_actions(envs[0].action_spec, 4096, np.random.default_rng(index)))
+    try:
+        _timed_rounds(step_round, envs[0].frameskip, index, seconds, go, results)
+    finally:
+        for env in envs:
+            env.close()
+
+
+def round_stepper(envs: list[EnvAdapter | MultiAgentAdapter], actions: np.ndarray) -> Callable[[int], int]:
+    """`step_round(steps so far)`: step every env once with actions from `actions` (rows), resetting the envs whose
+    episode ended, and return the frames it took before frameskip: one per env, or one per agent of a multi-agent
+    env (which resets itself)."""
+    if isinstance(envs[0], MultiAgentAdapter):
+        agents = envs[0].num_agents
+        rows = [actions[k : k + agents] for k in range(len(actions) - agents)]
+
+        def step_agents(steps: int) -> int:
+            for k, env in enumerate(envs):
+                env.step(rows[(steps + k) % len(rows)])
+            return len(envs) * agents
+
+        return step_agents
 
     def step_round(steps: int) -> int:
         for k, env in enumerate(envs):
@@ -79,11 +104,7 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
                 env.reset()
         return len(envs)
 
-    try:
-        _timed_rounds(step_round, envs[0].frameskip, index, seconds, go, results)
-    finally:
-        for env in envs:
-            env.close()
+    return step_round
 
 
 def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results) -> None:

@@ -33,8 +33,6 @@ PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs"
 AddArgs = Callable[[argparse.ArgumentParser], None]
 Defaults = dict[str, Any] | Callable[[str], dict[str, Any]]
 
-BEST_METRICS = ("reward",)  # the episode statistics the runner keeps
-
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
@@ -495,13 +493,13 @@ def _run_flags(g: _Group) -> None:
         "many seconds have passed since the last one (-1: never)",
     )
     g.integer("save_best_every_sec", 5, "seconds between checks for a new best policy")
-    g.choice(
+    g.text(
         "save_best_metric",
-        BEST_METRICS,
         "reward",
-        "statistic that defines the best policy, averaged over the last --stats_avg episodes (reward: the raw "
-        "episode return); a policy that beats the best so far by more than 0.001 is saved as "
-        "checkpoint_p<i>/best_*.pth (one kept)",
+        "episode statistic that defines the best policy, averaged over the last --stats_avg episodes: reward (the "
+        "raw episode return), true_objective (the env's info['true_objective'], else the return), len, or a key "
+        "of the env's info['episode_extra_stats']; a policy that beats the best so far by more than 0.001 is saved "
+        "as checkpoint_p<i>/best_*.pth (one kept)",
     )
     g.integer(
         "save_best_after",

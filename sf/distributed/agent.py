@@ -121,11 +121,11 @@ class NodeAgent:
         # far pulls torch in), as on the driver's node, instead of after it
         process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
-        from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
+        from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
         from sf.runtime.policy_store import SharedPolicyStore
         from sf.runtime.process_start import STOP_SIGNALS
         from sf.runtime.runner_parallel import QUEUE_BYTES, start_component_process
-        from sf.runtime.setup import build_model, precision_choice
+        from sf.runtime.setup import build_model, layout_of, precision_choice
         from sf.utils.logging import setup_logging
 
         spec, cfg = self.spec, self.spec.cfg
@@ -140,7 +140,7 @@ class NodeAgent:
         env_info = spec.env_info
         rnn_size = build_model(cfg, env_info, "cpu").rnn_state_size
         layout = replace(
-            make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_size),
+            layout_of(cfg, env_info, rnn_size),
             num_workers=len(spec.workers),
             first_worker=spec.workers[0],
         )

@@ -103,7 +103,7 @@ class RayPlacement:
                 pass
 
 
-def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=None) -> dict:
+def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=None, registrations=None) -> dict:
     from sf.runtime.runner_parallel import run_parallel
 
     started = cluster.connect(cfg.ray_address)
@@ -119,7 +119,7 @@ def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=Non
             driver.label,
             "".join(f", {list(g.workers)} under {g.name}" for g in placement.placement.groups),
         )
-        return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement, resume)
+        return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement, resume, registrations)
     finally:
         if placement is not None:
             placement.close()

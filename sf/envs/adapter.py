@@ -12,9 +12,13 @@ from sf.envs.spaces import ActionConverter, ObsConverter
 
 
 def _wrapped_attr(env: gymnasium.Env, name: str, default: Any) -> Any:
-    """An attribute on the env, any wrapper below it, or the unwrapped env (gymnasium 1.x wrappers do not forward)."""
+    """An attribute on the env, any wrapper below it, or the unwrapped env (gymnasium 1.x wrappers do not forward);
+    on an env that is no `gymnasium.Env`, its own attribute."""
+    get = getattr(env, "get_wrapper_attr", None)
+    if get is None:
+        return getattr(env, name, default)
     try:
-        return env.get_wrapper_attr(name)
+        return get(name)
     except AttributeError:
         return default
 

@@ -106,6 +106,23 @@ _FAMILIES: dict[str, EnvFamily] = {
             "sf_examples.custom_env.train_custom_env:register_custom_envs",
         ),
         EnvFamily(
+            "multi_agent",
+            "cooperative_cue",
+            "sf_examples.multi_agent.train_multi_agent",
+            None,
+            "sf_examples.multi_agent.train_multi_agent:register_multi_agent_envs",
+            defaults="sf_examples.multi_agent.train_multi_agent:cooperative_cue_defaults",
+        ),
+        EnvFamily(
+            "pettingzoo",
+            "pettingzoo:",
+            "sf_examples.pettingzoo.train_pettingzoo",
+            None,
+            "sf.envs.pettingzoo_env:register_pettingzoo_module",
+            register_takes_env=True,
+            add_args="sf.envs.pettingzoo_env:add_pettingzoo_args",
+        ),
+        EnvFamily(
             "sleepy",
             "sleepy_cartpole_",
             "sf_examples.profiling.sleepy_env",

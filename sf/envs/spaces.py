@@ -50,6 +50,8 @@ class EnvInfo:
     action_spec: ActionSpec
     reward_scale: float
     frameskip: int
+    num_agents: int = 1  # agents per env: each steps, learns and counts its frames as one env would
+    is_multiagent: bool = False  # the env has Sample Factory's multi-agent API (`sf.envs.multi_agent`)
 
 
 def _unsupported(space: Any, role: str, where: str, supported: str) -> UnsupportedSpaceError:

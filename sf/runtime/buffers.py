@@ -3,6 +3,10 @@
 Slot `s` holds one trajectory of `rollout` steps plus the bootstrap step: observations, RNN states and
 values have `rollout + 1` entries, everything produced by a step has `rollout`. In parallel mode the
 tensors live in shared memory, so processes exchange only slot indices.
+
+A multi-agent env's agents have a slot each, `agents_per_env` consecutive slots that a rollout worker takes and
+gives back together; the learner and the batcher see one trajectory per slot as for any env. Only then the buffers
+hold `active`: whether the agent acted at that step (`info["is_active"]`), the learner's mask.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ class BufferLayout:
     action_spec: ActionSpec
     rnn_state_size: int
     first_worker: int = 0  # a node of a cluster holds the slots of its own workers only, from this one on
+    agents_per_env: int = 1  # consecutive slots an env's agents fill together
+    multi_agent: bool = False  # the env has Sample Factory's multi-agent API: the buffers hold `active`
 
     @property
     def slots_per_worker(self) -> int:
-        return self.envs_per_worker * self.slots_per_env
+        return self.envs_per_worker * self.agents_per_env * self.slots_per_env
 
     @property
     def num_slots(self) -> int:
@@ -51,9 +57,16 @@ def trajectories_per_batch(cfg) -> int:
     return cfg.batch_size * cfg.num_batches_per_epoch // cfg.rollout
 
 
-def make_layout(cfg, obs_spec: dict, action_spec: ActionSpec, rnn_state_size: int) -> BufferLayout:
-    """Enough slots per env that the learner can always fill its batches while envs keep stepping."""
-    num_envs = cfg.num_workers * cfg.num_envs_per_worker
+def make_layout(
+    cfg,
+    obs_spec: dict,
+    action_spec: ActionSpec,
+    rnn_state_size: int,
+    agents_per_env: int = 1,
+    multi_agent: bool = False,
+) -> BufferLayout:
+    """Enough slots per env (and agent) that the learner can always fill its batches while envs keep stepping."""
+    num_envs = cfg.num_workers * cfg.num_envs_per_worker * agents_per_env
     per_batch = math.ceil(trajectories_per_batch(cfg) / num_envs)
     accumulate = max(1, cfg.num_batches_to_accumulate) if cfg.async_rl else 1
     return BufferLayout(
@@ -64,6 +77,8 @@ def make_layout(cfg, obs_spec: dict, action_spec: ActionSpec, rnn_state_size: in
         obs_spec=obs_spec,
         action_spec=action_spec,
         rnn_state_size=rnn_state_size,
+        agents_per_env=agents_per_env,
+        multi_agent=multi_agent,
     )
 
 
@@ -92,6 +107,8 @@ class TrajectoryBuffers:
             "policy_version": torch.zeros((n, t), dtype=torch.int32),
             "traj_time": torch.zeros((n, 2), dtype=torch.float64),  # time.monotonic() of the first and last step
         }
+        if layout.multi_agent:
+            self.tensors["active"] = torch.ones((n, t), dtype=torch.bool)
         if shared:
             for tensor in self.all_tensors():
                 tensor.share_memory_()

@@ -131,8 +131,9 @@ class Learner(Component):
         """Flat [n * T] training tensors from a batch of n trajectories.
 
         A step is valid when the policy that acted is fewer than `--max_policy_lag` versions behind the learner
-        now; invalid steps take no part in any loss. The bootstrap value after the last step is recomputed with
-        the current weights, and values are denormalized before GAE, as Sample Factory does.
+        now and, in a multi-agent env, the agent was active; invalid steps take no part in any loss. The bootstrap
+        value after the last step is recomputed with the current weights, and values are denormalized before GAE,
+        as Sample Factory does.
         """
         cfg, dev, model = self.cfg, self.device, self.model
         T = cfg.rollout
@@ -143,6 +144,8 @@ class Learner(Component):
         model.obs_normalizer.update(flat_obs)
 
         valids = (self.version - to(batch["policy_version"])) < cfg.max_policy_lag
+        if "active" in batch:  # a multi-agent env's inactive agents, masked as Sample Factory does
+            valids &= to(batch["active"])
         rnn_states = to(batch["rnn_states"])
         values = to(batch["values"]).clone()
         values[:, T] = self._current_values({k: v[:, T] for k, v in obs.items()}, rnn_states[:, T])
@@ -199,7 +202,8 @@ class Learner(Component):
         valid_fraction = float(data["valids"].float().mean())
         if valid_fraction == 0.0:
             log.warning(
-                "%s: every step of this batch is older than --max_policy_lag=%d versions; skipped",
+                "%s: every step of this batch is older than --max_policy_lag=%d versions or of an inactive agent; "
+                "skipped",
                 self.name,
                 cfg.max_policy_lag,
             )

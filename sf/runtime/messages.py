@@ -86,6 +86,13 @@ class PolicyVersion(NamedTuple):
     version: int
 
 
+class TrainingInfo(NamedTuple):
+    """Runner -> RolloutWorker, with each progress line: the frames each policy's learner has trained on, for the envs
+    that implement Sample Factory's `TrainingInfoInterface` (`sf.envs.training_info`)."""
+
+    env_steps: dict[int, int]
+
+
 # training -------------------------------------------------------------------------------------------------------
 class Train(NamedTuple):
     """Batcher -> Learner: a training batch copied out of the buffers, the env frames collected since the last one
@@ -133,10 +140,11 @@ class Staleness(NamedTuple):
 
 
 class Episodes(NamedTuple):
-    """RolloutWorker -> Runner: (return, length) of the episodes finished since the last report."""
+    """RolloutWorker -> Runner: the episodes finished since the last report, each (return, length, true objective or
+    None, extra stats or None) (`sf.envs.episodes.EpisodeRecord`)."""
 
     policy_id: int
-    episodes: list[tuple[float, int]]
+    episodes: list[tuple]
 
 
 class ProfileSnapshot(NamedTuple):
@@ -210,6 +218,7 @@ WIRING: dict[type, Wire] = {
     Trajectories: Wire((ROLLOUT, NODE_AGENT), BATCHER, "_on_trajectories"),
     Release: Wire((BATCHER, NODE_AGENT), ROLLOUT, "_on_release"),
     PolicyVersion: Wire((LEARNER,), ROLLOUT, "_on_version"),
+    TrainingInfo: Wire((RUNNER,), ROLLOUT, "_on_training_info"),
     Train: Wire((BATCHER,), LEARNER, "_on_train"),
     LearnerVersion: Wire((LEARNER,), BATCHER, "_on_learner_version"),
     Save: Wire((RUNNER,), LEARNER, "_on_save"),

@@ -24,12 +24,21 @@ from contextlib import nullcontext
 import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
-from sf.envs.episodes import NO_INFO, reported_episode
+from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
 from sf.envs.registry import create_vector_env, env_shm_names
+from sf.envs.training_info import find_training_info_interface, training_info
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
-from sf.runtime.messages import Actions, Episodes, PolicyRequest, PolicyVersion, Release, Trajectories
+from sf.runtime.messages import (
+    Actions,
+    Episodes,
+    PolicyRequest,
+    PolicyVersion,
+    Release,
+    TrainingInfo,
+    Trajectories,
+)
 from sf.runtime.shm_names import Ledger
 from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
@@ -68,7 +77,7 @@ class RolloutWorker(Component):
         cfg, n = self.cfg, self.num_envs
         layout = self.buffers.layout
         first_slot = layout.first_slot(self.idx)
-        self.free = deque(range(first_slot, first_slot + layout.slots_per_worker))
+        self.free = deque(range(first_slot, first_slot + layout.slots_per_worker, layout.agents_per_env))
         self.envs: list[EnvAdapter] = []
         self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)
         # per-env state in plain lists: the rollout loop reads and writes them once per env step, where a
@@ -81,10 +90,11 @@ class RolloutWorker(Component):
         self.episode_ended = [False] * n
         self.ep_return = [0.0] * n
         self.ep_len = [0] * n
-        self.episodes: dict[int, list[tuple[float, int]]] = {}
+        self.episodes: dict[int, list[EpisodeRecord]] = {}
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = list(self.start_versions or [0] * cfg.num_policies)
+        self.trained_steps = [0] * cfg.num_policies  # the runner's last word (TrainingInfo)
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
             if cfg.env_threads > 1 and not cfg.envpool
@@ -100,7 +110,7 @@ class RolloutWorker(Component):
         self.ready: list[list[int]] = [[] for _ in range(self.num_splits)]
         self.global_env = [self.idx * n + i for i in range(n)]
         self.envs_total = cfg.num_workers * n
-        self.traj_per_version = trajectories_per_batch(cfg)
+        self.traj_per_version = trajectories_per_batch(cfg) // layout.agents_per_env  # rounds of every agent
 
         delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds if self.epoch == 0 else 0.0
         if delay > 0:
@@ -112,6 +122,8 @@ class RolloutWorker(Component):
             else:
                 self._start_envs()
         self._step_group = self._step_vector if self.vector is not None else self._step_envs
+        # the envs that take Sample Factory's training info at their episodes' ends (None for the others)
+        self.info_takers = [find_training_info_interface(env.env) for env in self.envs] or [None] * n
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
@@ -185,17 +197,12 @@ class RolloutWorker(Component):
         """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
         into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
         envs = self.inflight.pop((split, policy))[0]
-        b, T = self.buffers, self.T
-        values_np = b.np["values"]
-        slot, pending = self.slot, self.pending
+        pending = self.pending
         finished: dict[int, list[int]] = {}
         stepping = []
         for i in envs:
             if pending[i] >= 0:
-                old = pending[i]
-                values_np[old, T] = values_np[slot[i], 0]
-                finished.setdefault(self.pending_policy[i], []).append(old)
-                pending[i] = -1
+                self._hand_over(i, finished)
             if self.sync and self.done_count[i] >= self._quota(i):
                 self.parked.add(i)
             else:
@@ -206,6 +213,14 @@ class RolloutWorker(Component):
             self.send(batcher_name(policy_id), Trajectories(slots, self.idx, self.epoch))
         self._request(split)
         self._update_wait()
+
+    def _hand_over(self, i: int, finished: dict[int, list[int]]) -> None:
+        """Env i's finished trajectory has its bootstrap value now (the first of its new slot): to the batcher."""
+        old, T = self.pending[i], self.T
+        values_np = self.buffers.np["values"]
+        values_np[old, T] = values_np[self.slot[i], 0]
+        finished.setdefault(self.pending_policy[i], []).append(old)
+        self.pending[i] = -1
 
     def _step_envs(self, stepping: list[int], split: int) -> None:
         b, T, timing = self.buffers, self.T, self.timing
@@ -303,12 +318,19 @@ class RolloutWorker(Component):
             self.wait_key = "wait_actions"
 
     def _episode_done(self, i: int, info: dict) -> None:
-        episode = reported_episode(info, self.ep_return[i], self.ep_len[i], self.env_stats)
+        episode = episode_record(info, self.ep_return[i], self.ep_len[i], self.env_stats)
         if episode is not None:
             self.episodes.setdefault(self.policy[i], []).append(episode)
         self.ep_return[i] = 0.0
         self.ep_len[i] = 0
         self.episode_ended[i] = True
+        self._tell_training_info(i)
+
+    def _tell_training_info(self, i: int) -> None:
+        taker = self.info_takers[i]
+        if taker is not None:
+            policy = self.policy[i]
+            taker.set_training_info(training_info(policy, self.trained_steps[policy]))
 
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
@@ -323,12 +345,9 @@ class RolloutWorker(Component):
 
     def _continue_in_new_slot(self, i: int, old: int) -> None:
         new = self.free.popleft()
-        b, T = self.buffers, self.T
-        for arr in b.obs_np.values():
-            arr[new, 0] = arr[old, T]
-        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+        self._carry_over(old, new)
         self._clear_step_flags(new)
-        b.np["traj_time"][new, 0] = time.monotonic()
+        self.buffers.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
         self.pending_policy[i] = self.policy[i]
         if self.episode_ended[i] and self.cfg.num_policies > 1:
@@ -336,6 +355,13 @@ class RolloutWorker(Component):
         self.episode_ended[i] = False
         self.slot[i] = new
         self.t[i] = 0
+
+    def _carry_over(self, old: int, new: int) -> None:
+        """A trajectory continues in a new slot from the last observation and RNN state of the old one."""
+        b, T = self.buffers, self.T
+        for arr in b.obs_np.values():
+            arr[new, 0] = arr[old, T]
+        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
 
     def _clear_step_flags(self, slot: int) -> None:
         """A slot starts with no episode end: the step loop then writes dones and time-outs only when one ends."""
@@ -366,9 +392,12 @@ class RolloutWorker(Component):
     def _send_request(self, split: int, policy_id: int, envs: list[int]) -> None:
         self.seq += 1
         self.inflight[(split, policy_id)] = (envs, self.seq)
-        slots = [self.slot[i] for i in envs]
-        steps = [self.t[i] for i in envs]
+        slots, steps = self._rows(envs)
         self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps, self.epoch, self.seq))
+
+    def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
+        """The (slot, step) of each env of `group` whose actions the inference worker computes."""
+        return [self.slot[i] for i in group], [self.t[i] for i in group]
 
     def resend_requests(self, policy_id: int) -> None:
         """The policy's inference workers moved to a new inbox: ask again for what the old one did not answer."""
@@ -378,7 +407,7 @@ class RolloutWorker(Component):
 
     # messages from the learner side ---------------------------------------------------------------------
     def _on_release(self, msg: Release) -> None:
-        self.free.extend(msg.slots)
+        self.free.extend(self._reusable(msg.slots))
         touched = set()
         while self.need_slot and self.free:
             i, old = self.need_slot.popleft()
@@ -389,6 +418,10 @@ class RolloutWorker(Component):
         for split in touched:
             self._request(split)
         self._update_wait()
+
+    def _reusable(self, slots: list[int]) -> list[int]:
+        """The slots that a release makes free for an env."""
+        return slots
 
     def _on_version(self, msg: PolicyVersion) -> None:
         policy_id, version = msg.policy_id, msg.version
@@ -408,6 +441,10 @@ class RolloutWorker(Component):
         for split in touched:
             self._request(split)
         self._update_wait()
+
+    def _on_training_info(self, msg: TrainingInfo) -> None:
+        for policy_id, steps in msg.env_steps.items():
+            self.trained_steps[policy_id] = steps
 
     def _send_episode_stats(self) -> None:
         for policy_id, episodes in self.episodes.items():

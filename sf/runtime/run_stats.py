@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections import deque
 
+from sf.envs.episodes import EpisodeRecord
 from sf.profiling import staleness
 
+BUILT_IN_STATS = ("reward", "len", "true_objective")  # every episode reports these; the envs may add their own
+PROGRESS_LINE_EXTRA_KEYS = 3  # extra stats on the progress line while there are at most this many keys
+NO_EXTRA: dict = {}
 FPS_WINDOWS_S = (10, 60, 300)
 FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
     "fps": "frames of this session / wall time, start-up included (the Collected line)",
@@ -46,7 +50,11 @@ class Progress:
         self.env_steps = {p: 0 for p in policies}
         self.start_steps: dict[int, int] | None = None  # frames of a resumed checkpoint, once every learner reported
         self.versions = {p: 0 for p in policies}
-        self.episodes = {p: deque(maxlen=stats_avg) for p in policies}  # (return, length) of the last episodes
+        self.stats_avg = stats_avg
+        # Sample Factory's name and shape: statistic -> per policy, its values in the last `stats_avg` episodes.
+        # "reward", "len" and "true_objective" for every episode, and each key of the envs' episode_extra_stats
+        self.policy_avg_stats: dict[str, list[deque]] = {key: self._new_stat() for key in BUILT_IN_STATS}
+        self.env_objective = False  # an env gave its own true_objective (otherwise it is the return)
         self.num_episodes = {p: 0 for p in policies}
         self.last_stats: dict[int, dict] = {p: {} for p in policies}
         self.max_lag = {p: 0.0 for p in policies}
@@ -66,9 +74,47 @@ class Progress:
         if len(self.learners_ready) == len(self.env_steps) and self.start_steps is None:
             self.start_steps = dict(self.env_steps)
 
-    def on_episodes(self, policy_id: int, episodes: list[tuple[float, int]]) -> None:
-        self.episodes[policy_id].extend(episodes)
+    def _new_stat(self) -> list[deque]:
+        return [deque(maxlen=self.stats_avg) for _ in self.env_steps]
+
+    def on_episodes(self, policy_id: int, episodes: list[EpisodeRecord]) -> None:
+        stats = self.policy_avg_stats
+        rewards, lengths, objectives = (stats[key][policy_id] for key in BUILT_IN_STATS)
+        for ret, length, objective, extra in episodes:
+            rewards.append(ret)
+            lengths.append(length)
+            if objective is None:
+                objectives.append(ret)
+            else:
+                objectives.append(objective)
+                self.env_objective = True
+            for key, value in (extra or NO_EXTRA).items():
+                if key not in stats:
+                    stats[key] = self._new_stat()
+                values = stats[key][policy_id]
+                if isinstance(value, list):
+                    if len(value) > values.maxlen:  # as Sample Factory does: no sample of one episode is dropped
+                        values = stats[key][policy_id] = deque(values, maxlen=len(value))
+                    values.extend(value)
+                else:
+                    values.append(value)
         self.num_episodes[policy_id] += len(episodes)
+
+    def has_episodes(self, policy_id: int) -> bool:
+        return bool(self.policy_avg_stats["reward"][policy_id])
+
+    def avg_stat(self, key: str, policy_id: int) -> float | None:
+        """The mean of a statistic over its last values for the policy; None before any."""
+        values = self.policy_avg_stats[key][policy_id] if key in self.policy_avg_stats else ()
+        return sum(values) / len(values) if values else None
+
+    def extra_keys(self) -> list[str]:
+        """The envs' episode_extra_stats keys seen so far, in order of arrival."""
+        return [key for key in self.policy_avg_stats if key not in BUILT_IN_STATS]
+
+    def extra_means(self, policy_id: int) -> dict[str, float]:
+        means = {key: self.avg_stat(key, policy_id) for key in self.extra_keys()}
+        return {key: mean for key, mean in means.items() if mean is not None}
 
     def trained_for(self, env_steps: int) -> bool:
         """Every policy has trained on at least `env_steps` frames."""
@@ -83,12 +129,11 @@ class Progress:
         return {p: s - start.get(p, 0) for p, s in self.env_steps.items()}
 
     def avg_reward(self, policy_id: int) -> float:
-        episodes = self.episodes[policy_id]
-        return sum(r for r, _ in episodes) / len(episodes) if episodes else float("nan")
+        mean = self.avg_stat("reward", policy_id)
+        return float("nan") if mean is None else mean
 
     def avg_episode_length(self, policy_id: int) -> float | None:
-        episodes = self.episodes[policy_id]
-        return sum(n for _, n in episodes) / len(episodes) if episodes else None
+        return self.avg_stat("len", policy_id)
 
     def fps_over(self, seconds: float, now: float, frames: int) -> float:
         past = [(t, f) for t, f in self.fps_window if now - t <= seconds]
@@ -111,7 +156,7 @@ class Progress:
         rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
         line = (
             f"Fps is (10 sec: {fps[0]:.1f}, 60 sec: {fps[1]:.1f}, 300 sec: {fps[2]:.1f}). Total num frames: "
-            f"{self.total_frames()}. Avg episode reward: {rewards}. Policy lag: {lag}"
+            f"{self.total_frames()}. Avg episode reward: {rewards}. {self._custom_stats_text()}Policy lag: {lag}"
         )
         done = self.done(fps[1] if fps[1] == fps[1] and fps[1] > 0 else fps[0], now)
         return f"{line}. {done}" if done else line
@@ -138,7 +183,7 @@ class Progress:
 
     def finished_line(self, status: str, folder, wall_s: float) -> str:
         """The run's last word before the Collected line: how it ended, its frames, time and reward, its folder."""
-        counted = max(len(e) for e in self.episodes.values())
+        counted = max(len(rewards) for rewards in self.policy_avg_stats["reward"])
         if counted:
             rewards = {p: round(self.avg_reward(p), 2) for p in self.env_steps}
             reward = f"{rewards[0]:.2f}" if len(rewards) == 1 else rewards
@@ -151,6 +196,18 @@ class Progress:
             f"{duration(wall_s)}, {reward_text}; outputs in {folder}"
         )
         return line + " (the same command resumes it)" if status == "interrupted" else line
+
+    def _custom_stats_text(self) -> str:
+        """The envs' true objective (when they give one) and extra stats (when there are few), for the progress line."""
+        text = ""
+        if self.env_objective:
+            objective = {p: _rounded(self.avg_stat("true_objective", p)) for p in self.env_steps}
+            text += f"Avg true objective: {objective}. "
+        keys = self.extra_keys()
+        if keys and len(keys) <= PROGRESS_LINE_EXTRA_KEYS:
+            extra = {p: {k: round(v, 3) for k, v in self.extra_means(p).items()} for p in self.env_steps}
+            text += f"Extra stats: {extra}. "
+        return text
 
     def summary(self, now: float) -> dict:
         """The frame, rate and episode fields of summary.json."""
@@ -170,6 +227,8 @@ class Progress:
             "avg_episode_reward": {
                 p: (r if r == r else None) for p, r in ((p, self.avg_reward(p)) for p in self.env_steps)
             },
+            "avg_true_objective": {p: self.avg_stat("true_objective", p) for p in self.env_steps},
+            **({"episode_extra_stats": {p: self.extra_means(p) for p in self.env_steps}} if self.extra_keys() else {}),
             "num_episodes": sum(self.num_episodes.values()),
             "num_episodes_per_policy": dict(self.num_episodes),
             "policy_versions": dict(self.versions),
@@ -178,6 +237,10 @@ class Progress:
 
 
 FINISHED = {"ok": "finished", "interrupted": "interrupted", "error": "failed"}
+
+
+def _rounded(value: float | None) -> float:
+    return float("nan") if value is None else round(value, 3)
 
 
 class TrainWindow:

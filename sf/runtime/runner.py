@@ -8,13 +8,18 @@ and timers:
   TensorBoard writes (`TrainWindow`), trajectory ages and policy lags (`StalenessTally`);
 - `run_outputs`: every component's tree for profile.json and profile_series.jsonl (`ProfileRecords`) and as
   TensorBoard scalars (`TimingScalars`);
-- `run_control`: the periods of the timers (`Schedule`) and why the run stops (`StopRequest`).
+- `run_control`: the periods of the timers (`Schedule`) and why the run stops (`StopRequest`);
+- `observers`: a user's `AlgoObserver`s and episode handlers (Sample Factory's hooks), called in `observers/<hook>`.
+
+For those hooks the runner also offers the attributes Sample Factory's runner has: `cfg`, `env_steps`,
+`policy_avg_stats`, `writers` and `total_env_steps_since_resume`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import traceback
 
 from sf.cfg.arguments import cfg_to_dict
 from sf.profiling import resources, staleness, tb_layout, timeline
@@ -36,11 +41,13 @@ from sf.runtime.messages import (
     Save,
     SaveBest,
     Staleness,
+    TrainingInfo,
 )
+from sf.runtime.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Registrations
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
 from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
-from sf.utils.roles import RUNNER, Role, learner_name
+from sf.utils.roles import RUNNER, Role, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
 
@@ -50,7 +57,7 @@ class Runner(Component):
     wait_key = "wait_messages"
     timing_base = "main_loop"  # the placements run the whole loop inside the runner's `main_loop` scope
 
-    def __init__(self, cfg, experiment: Experiment, on_stop_request=None):
+    def __init__(self, cfg, experiment: Experiment, on_stop_request=None, registrations: Registrations | None = None):
         super().__init__(RUNNER)
         self.cfg = cfg
         self.experiment = experiment
@@ -72,6 +79,9 @@ class Runner(Component):
         self.live = LiveStatus(experiment.dir, cfg_to_dict(cfg))  # profile_live.jsonl and the progress verdict
         self.series_marks: dict[str, float] = {}  # component -> when its last snapshot went into the series
         self.shares = tb_layout.ShareScalars()
+        self.observers = ObserverCalls(self.timing, registrations)
+        self.iterations = {p: 0 for p in range(cfg.num_policies)}  # training iterations this session, per policy
+        self.unknown_best_metric = False  # said once: no episode reports --save_best_metric
         self.healer = None  # what restarts failed components (`sf.runtime.healer`), set by the placement
 
     # what the placements read and set ------------------------------------------------------------------
@@ -91,6 +101,37 @@ class Runner(Component):
     def error(self, error: str | None) -> None:
         self.stop.error = error
 
+    # Sample Factory's runner attributes, for observers -------------------------------------------------
+    @property
+    def env_steps(self) -> dict[int, int]:
+        """Env frames trained on per policy (a resumed checkpoint's included)."""
+        return self.progress.env_steps
+
+    @property
+    def policy_avg_stats(self) -> dict:
+        """Statistic -> per policy, a deque of its values in the last --stats_avg episodes."""
+        return self.progress.policy_avg_stats
+
+    @property
+    def writers(self) -> dict:
+        """Policy -> its tensorboardX SummaryWriter."""
+        return {p: self.experiment.writer(p) for p in range(self.cfg.num_policies)}
+
+    @property
+    def total_env_steps_since_resume(self) -> int:
+        return sum(self.progress.session_frames().values())
+
+    def register_observer(self, observer: AlgoObserver) -> None:
+        self.observers.observers.append(observer)
+
+    def register_episodic_stats_handler(self, handler: EpisodicHandler) -> None:
+        self.observers.episodic_handlers.append(handler)
+
+    def init_observers(self) -> None:
+        """`on_init` and `on_connect_components`: the placements call this before any component starts."""
+        self.observers.call("on_init", self)
+        self.observers.call("on_connect_components", self)
+
     @property
     def nodes(self) -> dict[str, dict]:
         """component -> {host, ray_node_id}, with --backend=ray: recorded into each component's profile entry."""
@@ -107,6 +148,7 @@ class Runner(Component):
         every(schedule.time_limit_check_s, self._check_time_limit, owner=self)
         every(schedule.train_scalars_s, self._write_train_scalars, owner=self)
         every(schedule.timing_s, self._own_timing, owner=self)
+        self.observers.call("on_start", self)
 
     # incoming ----------------------------------------------------------------------------------------
     def _on_learner_stats(self, msg: LearnerStats) -> None:
@@ -114,14 +156,18 @@ class Runner(Component):
             self.progress.on_learner_stats(msg.policy_id, msg.env_steps, msg.version, msg.stats, time.monotonic())
             if msg.stats:
                 self.train_window.add(msg.policy_id, msg.stats)
-            if self.progress.trained_for(self.cfg.train_for_env_steps):
-                self.request_stop("ok")
+                self.iterations[msg.policy_id] += 1
+        if msg.stats:  # the observers' time is their own: outside learner_stats
+            self.observers.call("on_training_step", self, self.iterations[msg.policy_id])
+        if self.progress.trained_for(self.cfg.train_for_env_steps):
+            self.request_stop("ok")
 
     def _on_staleness(self, msg: Staleness) -> None:
         self.staleness.add(msg.policy_id, msg.ages, msg.lags)
 
     def _on_episodes(self, msg: Episodes) -> None:
         self.progress.on_episodes(msg.policy_id, msg.episodes)
+        self.observers.episodes(self, msg.policy_id, msg.episodes)
 
     def _on_node_stats(self, msg: NodeStats) -> None:
         self.records.set_transfer(msg.agent, msg.stats)
@@ -183,6 +229,7 @@ class Runner(Component):
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
+        self.observers.stop(self)
         self.stop.ask(status, error)
         if self.on_stop_request is not None:
             self.on_stop_request()
@@ -199,9 +246,20 @@ class Runner(Component):
 
     def _request_save_best(self) -> None:
         """Offer each learner its policy's average --save_best_metric, once it has trained --save_best_after frames."""
+        metric = self.cfg.save_best_metric
         for p in range(self.cfg.num_policies):
-            if self.progress.env_steps[p] >= self.cfg.save_best_after and self.progress.episodes[p]:
-                self.send(learner_name(p), SaveBest(self.cfg.save_best_metric, self.progress.avg_reward(p)))
+            if self.progress.env_steps[p] < self.cfg.save_best_after or not self.progress.has_episodes(p):
+                continue
+            value = self.progress.avg_stat(metric, p)
+            if value is not None:
+                self.send(learner_name(p), SaveBest(metric, value))
+            elif not self.unknown_best_metric:
+                self.unknown_best_metric = True
+                log.warning(
+                    "--save_best_metric=%s: no episode reports it, so no best policy is kept; the episodes report: %s",
+                    metric,
+                    ", ".join(self.progress.policy_avg_stats),
+                )
 
     # TensorBoard -------------------------------------------------------------------------------------
     def _write_train_scalars(self) -> None:
@@ -225,8 +283,12 @@ class Runner(Component):
 
     # reporting ---------------------------------------------------------------------------------------
     def report(self) -> None:
+        """The progress line and the episode scalars; the rollout workers hear how far each policy has trained (for
+        envs with Sample Factory's TrainingInfoInterface)."""
         with self.timing.add_time("report"):
             self._report()
+            for w in range(self.cfg.num_workers):
+                self.send(rollout_worker_name(w), TrainingInfo(dict(self.progress.env_steps)))
 
     def _report(self) -> None:
         progress, now = self.progress, time.monotonic()
@@ -240,6 +302,7 @@ class Runner(Component):
             length = progress.avg_episode_length(p)
             if length is not None:
                 scalars["len/avg_episode_length"] = length
+            scalars.update(_custom_stats_scalars(progress, p))
             ages, lags = recent[p]
             if ages:
                 scalars["perf/trajectory_age_p50_s"] = staleness.age_quantile(ages, 0.5)
@@ -249,6 +312,7 @@ class Runner(Component):
             if p == 0 and self.healer is not None:
                 scalars["perf/component_restarts"] = len(self.healer.done)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
+            self.observers.call("extra_summaries", self, p, self.experiment.writer(p), progress.env_steps[p])
         self.experiment.flush_scalars()
 
     def _progress_record(self, now: float, fps: list[float], recent: dict[int, tuple[dict, dict]]) -> dict:
@@ -284,6 +348,16 @@ class Runner(Component):
             "error": self.stop.error,
         }
 
+    def _stop_observers(self) -> None:
+        """`on_stop` for a run that ended without a stop request (interrupted, or its loop failed); a hook that fails
+        here fails the run, and the outputs are still written."""
+        try:
+            self.observers.stop(self)
+        except Exception:
+            log.error("an observer failed in on_stop:\n%s", traceback.format_exc())
+            self.stop.status = "error"
+            self.stop.error = self.stop.error or "an observer failed in on_stop"
+
     def _write_output(self, name: str, data) -> None:
         """A full disk that ended the run (or came after) fails these writes too: said in a line, the run's own end and
         error stand."""
@@ -295,6 +369,7 @@ class Runner(Component):
     def finish(self) -> dict:
         """Print every profile tree in contract order under its resources header, then the Collected line;
         write profile and summary."""
+        self._stop_observers()
         self._write_train_scalars()
         self._report()
         tree = self.timing.to_dict()
@@ -318,3 +393,19 @@ class Runner(Component):
         log.info("%s", self.progress.finished_line(summary["status"], self.experiment.dir, summary["wall_time_s"]))
         log.info("Collected %s, FPS: %.1f", dict(self.progress.env_steps), summary["fps"])
         return summary
+
+
+def _custom_stats_scalars(progress: Progress, policy_id: int) -> dict[str, float]:
+    """The true objective (mean, min, max) and the envs' extra stats under Sample Factory's tags: a key with a "/"
+    is its own tag, any other is `policy_stats/avg_<key>`."""
+    values = progress.policy_avg_stats["true_objective"][policy_id]
+    if not values:
+        return {}
+    scalars = {
+        "policy_stats/avg_true_objective": sum(values) / len(values),
+        "policy_stats/avg_true_objective_min": min(values),
+        "policy_stats/avg_true_objective_max": max(values),
+    }
+    for key, mean in progress.extra_means(policy_id).items():
+        scalars[key if "/" in key else f"policy_stats/avg_{key}"] = mean
+    return scalars

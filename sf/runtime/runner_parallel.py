@@ -50,6 +50,7 @@ from sf.runtime.incarnations import ORIGINAL, Epochs, Fence, Incarnations
 from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
+from sf.runtime.observers import Registrations
 from sf.runtime.orphans import named_semaphores
 from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
@@ -86,10 +87,12 @@ def run_parallel(
     stop_event_local,
     cluster=None,
     resume: dict[int, Loaded] | None = None,
+    registrations: Registrations | None = None,
 ) -> dict:
     """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
     other nodes, under links that the runner watches and stops like its own processes. `resume`: the checkpoint each
-    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts."""
+    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts.
+    `registrations`: the user's observers (`sf.runtime.observers`), called by the runner in this process."""
     resume = resume or {}
     ctx = mp.get_context("spawn")
     model = build_model(cfg, env_info, "cpu")
@@ -150,7 +153,7 @@ def run_parallel(
         spares=spares,
     )
 
-    runner = Runner(cfg, experiment, on_stop_request=control.set)
+    runner = Runner(cfg, experiment, on_stop_request=control.set, registrations=registrations)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
     if colocated:
         expected |= {inference_worker_name(p, w) for p in range(cfg.num_policies) for w in local_workers}
@@ -186,6 +189,7 @@ def run_parallel(
         try:
             if profile is not None:
                 profile.begin()
+            runner.init_observers()
             if cluster is not None:  # first: other nodes start their agents while this one starts its processes
                 links = cluster.start_links(shared, str(experiment.dir), runner.nodes, partial(_grace, cfg, runner))
                 for name, link in links.items():
@@ -360,7 +364,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict, slot: int):
     from sf.runtime.checkpoint import CheckpointManager
     from sf.runtime.inference_worker import InferenceWorker
     from sf.runtime.learner import Learner
-    from sf.runtime.rollout_worker import RolloutWorker
+    from sf.runtime.setup import make_rollout_worker
 
     cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
     device, stores = shared["device"], shared["stores"]
@@ -375,7 +379,7 @@ def _build_process(kind: str, a: int, b: int | None, shared: dict, slot: int):
     if kind == "rollout":
         epoch = int(inc.epoch[a]) if inc is not None else 0
         versions = [store.version for store in stores]
-        loop.add(RolloutWorker(cfg, a, buffers, Ledger(shared["ledger"]), epoch, versions))
+        loop.add(make_rollout_worker(cfg, a, buffers, Ledger(shared["ledger"]), epoch, versions))
         if cfg.inference_placement == "rollout_worker":
             for p in range(cfg.num_policies):
                 model = build_model(cfg, env_info, device, seed_offset=p)

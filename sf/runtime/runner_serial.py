@@ -36,12 +36,13 @@ from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
+from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
 from sf.runtime.runner import Runner
 from sf.runtime.serial_watch import SerialWatch
-from sf.runtime.setup import build_buffers, build_model
+from sf.runtime.setup import build_buffers, build_model, make_rollout_worker
 from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
 from sf.utils.roles import RUNNER, policy_queue_name
 
@@ -51,15 +52,22 @@ ENVS_STARTED_S = 1.0  # the first tick of this timer comes once every component 
 
 
 def run_serial(
-    cfg, experiment: Experiment, env_info: EnvInfo, device: str, stop_event, resume: dict[int, Path] | None = None
+    cfg,
+    experiment: Experiment,
+    env_info: EnvInfo,
+    device: str,
+    stop_event,
+    resume: dict[int, Path] | None = None,
+    registrations: Registrations | None = None,
 ) -> dict:
-    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`)."""
+    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`); `registrations`: the user's
+    observers (`sf.runtime.observers`)."""
     resume = resume or {}
     supervisor = Supervisor()
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
     compile_kernels(cfg, models[0], buffers, device)  # before the runner's clock starts
-    runner = Runner(cfg, experiment)
+    runner = Runner(cfg, experiment, registrations=registrations)
     loop = EventLoop(stop_event=stop_event)
     incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
     epochs = Epochs(incarnations, 0)
@@ -71,7 +79,7 @@ def run_serial(
         loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device, epochs), aliases=(policy_queue_name(p),))
 
     def make_worker(index: int, epoch: int) -> RolloutWorker:
-        return RolloutWorker(cfg, index, buffers, supervisor.ledger, epoch, [store.version for store in stores])
+        return make_rollout_worker(cfg, index, buffers, supervisor.ledger, epoch, [store.version for store in stores])
 
     for w in range(cfg.num_workers):
         loop.add(make_worker(w, 0))
@@ -97,6 +105,7 @@ def run_serial(
             try:
                 if profile is not None:
                     profile.begin()
+                runner.init_observers()
                 loop.run()
             except Exception as exc:
                 failed = f"{loop.failed}: " if loop.failed else ""

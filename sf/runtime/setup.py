@@ -1,16 +1,22 @@
-"""What every placement needs before components exist: the env's spaces, the model, the buffers."""
+"""What every placement needs before components exist: the env's spaces, the model, the buffers, the kind of rollout
+worker."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs import EnvConfig
+from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
 from sf.envs.spaces import EnvInfo
 from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
 from sf.model.precision import PrecisionChoice, choose_precision
-from sf.runtime.buffers import TrajectoryBuffers, make_layout
+from sf.runtime.buffers import BufferLayout, TrajectoryBuffers, make_layout, trajectories_per_batch
+from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
+from sf.runtime.rollout_worker import RolloutWorker
 from sf.utils.errors import ConfigError
 
 
@@ -20,13 +26,15 @@ def probe_env(cfg) -> EnvInfo:
     if cfg.envpool:
         env = create_vector_env(cfg.env, cfg, VectorConfig(worker_index=-1, num_envs=1, first_env_id=0))
     else:
-        env = EnvAdapter(
-            create_env(cfg.env, cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1)), cfg.env_framestack
-        )
+        env = open_env(cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1))
     try:
         info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
+        if isinstance(env, MultiAgentAdapter):
+            info = replace(info, num_agents=env.num_agents, is_multiagent=True)
     finally:
         env.close()
+    if info.is_multiagent:
+        _check_multi_agent(cfg, info.num_agents)
     if cfg.exploration_loss == "symmetric_kl" and info.action_spec.continuous_dim:
         raise ConfigError(
             "--exploration_loss=symmetric_kl needs a purely categorical action space; "
@@ -34,6 +42,18 @@ def probe_env(cfg) -> EnvInfo:
             flag="--exploration_loss",
         )
     return info
+
+
+def _check_multi_agent(cfg, num_agents: int) -> None:
+    """What a multi-agent env cannot run with, said before anything starts."""
+    per_version = trajectories_per_batch(cfg)
+    if not cfg.async_rl and per_version % num_agents:
+        raise ConfigError(
+            f"--async_rl=False trains on whole rounds of an env's {num_agents} agents: "
+            f"--batch_size * --num_batches_per_epoch / --rollout ({per_version} trajectories) must be a multiple of "
+            f"{num_agents}",
+            flag="--batch_size",
+        )
 
 
 def build_model(cfg, env_info: EnvInfo, device: str, seed_offset: int = 0):
@@ -59,7 +79,19 @@ def resolve_inference_placement(cfg, device: str, model) -> str:
 
 
 def build_buffers(cfg, env_info: EnvInfo, rnn_state_size: int, shared: bool) -> TrajectoryBuffers:
-    return TrajectoryBuffers(make_layout(cfg, env_info.obs_spec, env_info.action_spec, rnn_state_size), shared=shared)
+    return TrajectoryBuffers(layout_of(cfg, env_info, rnn_state_size), shared=shared)
+
+
+def layout_of(cfg, env_info: EnvInfo, rnn_state_size: int) -> BufferLayout:
+    """The buffers' layout for the env: a multi-agent env has a row per agent and the agents' activity."""
+    return make_layout(
+        cfg,
+        env_info.obs_spec,
+        env_info.action_spec,
+        rnn_state_size,
+        agents_per_env=env_info.num_agents,
+        multi_agent=env_info.is_multiagent,
+    )
 
 
 def has_image_encoder(env_info: EnvInfo) -> bool:
@@ -69,3 +101,10 @@ def has_image_encoder(env_info: EnvInfo) -> bool:
 def precision_choice(cfg, env_info: EnvInfo, device: str) -> PrecisionChoice:
     """What `cfg.precision` (the request, which travels to every process and node) resolves to on this machine."""
     return choose_precision(cfg.precision, device, has_image_encoder(env_info))
+
+
+def make_rollout_worker(cfg, worker_idx: int, buffers: TrajectoryBuffers, *args, **kwargs) -> RolloutWorker:
+    """The rollout worker for the env the buffers were laid out for: one agent per env, or several (the rest of the
+    arguments are `RolloutWorker`'s)."""
+    kind = MultiAgentRolloutWorker if buffers.layout.multi_agent else RolloutWorker
+    return kind(cfg, worker_idx, buffers, *args, **kwargs)

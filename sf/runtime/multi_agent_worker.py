@@ -1,0 +1,160 @@
+"""The rollout loop for multi-agent envs (`sf.envs.multi_agent`): a rollout worker whose envs have several agents.
+
+An env's agents move together: one request asks for all their actions, one env step takes them, and their
+trajectories fill `agents_per_env` consecutive slots, taken and given back as one group (the env's slot is the
+group's first). So everything the worker keeps per env (its step index, policy, split, quota, pending trajectory)
+is the single-agent worker's, and only what differs per agent lives here: the trajectory rows, the episode
+statistics and whether the agent is active. An agent's step while it is inactive (`info["is_active"]` False on
+the step before) is written with `active` False, and the learner leaves it out of every loss.
+
+Every agent of an env acts for the env's policy; with several policies an env draws one at an episode's end, once
+every agent's episode has ended on the same step.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sf.envs import EnvConfig
+from sf.envs.episodes import episode_record
+from sf.envs.multi_agent import MultiAgentAdapter, open_env
+from sf.runtime.rollout_worker import RolloutWorker
+
+
+class MultiAgentRolloutWorker(RolloutWorker):
+    envs: list[MultiAgentAdapter]
+
+    def on_start(self) -> None:
+        layout = self.buffers.layout
+        self.agents = agents = layout.agents_per_env
+        self.first_row = layout.first_slot(self.idx)
+        rows = self.num_envs * agents
+        self.agent_return = [0.0] * rows  # per agent of the worker: env i's agent a is entry i * agents + a
+        self.agent_len = [0] * rows
+        self.agent_active = [True] * rows  # whether the agent acts in its next step
+        self.returned: dict[int, int] = {}  # group -> slots of it released so far
+        super().on_start()
+
+    def _start_envs(self) -> None:
+        cfg, n, agents = self.cfg, self.num_envs, self.agents
+        b = self.buffers
+        now = time.monotonic()
+        for i in range(n):
+            env_id = self.global_env[i]
+            env = open_env(cfg, EnvConfig(self.idx, i, env_id))
+            if not isinstance(env, MultiAgentAdapter) or env.num_agents != agents:
+                env.close()
+                raise RuntimeError(f"env {env_id} of {cfg.env!r} is not a multi-agent env of {agents} agents as probed")
+            seed = None if cfg.seed is None else cfg.seed * 100_003 + env_id
+            obs = env.reset(seed=seed)
+            if cfg.decorrelate_envs_on_one_worker and i > 0:
+                # as Sample Factory: env i starts i rollouts of random actions into its episodes (it resets itself)
+                obs = env.random_steps(cfg.rollout * i, seed)
+            self.envs.append(env)
+            slot = self.free.popleft()
+            self.slot[i] = slot
+            self.policy[i] = self._draw_policy()
+            self._write_obs(slot, 0, obs)
+            b.np["rnn_states"][slot : slot + agents, 0] = 0.0
+            self._clear_step_flags(slot)
+            b.np["traj_time"][slot : slot + agents, 0] = now
+            self.ready[self.split_of[i]].append(i)
+
+    def _write_obs(self, slot: int, step: int, obs: list[dict]) -> None:
+        obs_np = self.buffers.obs_np
+        for a, agent_obs in enumerate(obs):
+            for key, value in agent_obs.items():
+                obs_np[key][slot + a, step] = value
+
+    # the rollout loop ------------------------------------------------------------------------------------
+    def _step_envs(self, stepping: list[int], split: int) -> None:
+        b, T, timing, agents = self.buffers, self.T, self.timing, self.agents
+        actions_np, rewards_np = b.np["actions"], b.np["rewards"]
+        dones_np, time_outs_np, rnn_np, active_np = b.np["dones"], b.np["time_outs"], b.np["rnn_states"], b.np["active"]
+        slot, t, envs = self.slot, self.t, self.envs
+        with timing.add_time("env_step"):
+            if self.env_pool is None:
+                results = [envs[i].step(actions_np[slot[i] : slot[i] + agents, t[i]]) for i in stepping]
+            else:
+                results, _ = self._step_in_threads(stepping)
+        with timing.add_time("overhead"):
+            ep_return, ep_len, active, ready = self.agent_return, self.agent_len, self.agent_active, self.ready[split]
+            for i, (obs, rewards, terminated, truncated, infos) in zip(stepping, results):
+                s, step, first = slot[i], t[i], i * agents
+                active_np[s : s + agents, step] = active[first : first + agents]
+                every_agent_done = True
+                for a in range(agents):
+                    k, row = first + a, s + a
+                    reward = rewards[a]
+                    rewards_np[row, step] = reward
+                    ep_return[k] += reward
+                    ep_len[k] += 1
+                    info = infos[a]
+                    if terminated[a] or truncated[a]:  # the env has reset the agent: obs is its next episode's
+                        dones_np[row, step] = 1.0
+                        time_outs_np[row, step] = float(truncated[a] and not terminated[a])
+                        rnn_np[row, step + 1] = 0.0
+                        self._agent_episode_done(i, k, info)
+                    else:
+                        every_agent_done = False
+                    active[k] = bool(info.get("is_active", True))
+                if every_agent_done:
+                    self.episode_ended[i] = True
+                self._write_obs(s, step + 1, obs)
+                t[i] = step + 1
+                if step + 1 == T:
+                    with timing.add_time("complete_rollouts"):
+                        self._complete(i, ready)
+                else:
+                    ready.append(i)
+
+    def _step_and_reset(self, ids: list[int]) -> list[tuple[tuple, None]]:
+        """One `--env_threads` chunk: a multi-agent env resets itself."""
+        envs, actions_np, slot, t, agents = self.envs, self.buffers.np["actions"], self.slot, self.t, self.agents
+        return [(envs[i].step(actions_np[slot[i] : slot[i] + agents, t[i]]), None) for i in ids]
+
+    def _agent_episode_done(self, i: int, k: int, info: dict) -> None:
+        episode = episode_record(info, self.agent_return[k], self.agent_len[k], self.env_stats)
+        if episode is not None:
+            self.episodes.setdefault(self.policy[i], []).append(episode)
+        self.agent_return[k] = 0.0
+        self.agent_len[k] = 0
+        self._tell_training_info(i)
+
+    # slots: a group of one per agent ---------------------------------------------------------------------
+    def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
+        agents, slot, t = self.agents, self.slot, self.t
+        rows = [slot[i] + a for i in group for a in range(agents)]
+        return rows, [t[i] for i in group for _ in range(agents)]
+
+    def _hand_over(self, i: int, finished: dict[int, list[int]]) -> None:
+        old, new, T, agents = self.pending[i], self.slot[i], self.T, self.agents
+        np_ = self.buffers.np
+        np_["values"][old : old + agents, T] = np_["values"][new : new + agents, 0]
+        np_["traj_time"][old + 1 : old + agents] = np_["traj_time"][old]  # the group's stamps went to its first slot
+        finished.setdefault(self.pending_policy[i], []).extend(range(old, old + agents))
+        self.pending[i] = -1
+
+    def _carry_over(self, old: int, new: int) -> None:
+        b, T, agents = self.buffers, self.T, self.agents
+        for arr in b.obs_np.values():
+            arr[new : new + agents, 0] = arr[old : old + agents, T]
+        b.np["rnn_states"][new : new + agents, 0] = b.np["rnn_states"][old : old + agents, T]
+
+    def _clear_step_flags(self, slot: int) -> None:
+        self.buffers.np["dones"][slot : slot + self.agents] = 0.0
+        self.buffers.np["time_outs"][slot : slot + self.agents] = 0.0
+
+    def _reusable(self, slots: list[int]) -> list[int]:
+        """A group is free again once the batcher has released every agent's slot of it (they may go to different
+        batches)."""
+        free, agents, returned = [], self.agents, self.returned
+        for s in slots:
+            group = s - (s - self.first_row) % agents
+            count = returned.get(group, 0) + 1
+            if count == agents:
+                del returned[group]
+                free.append(group)
+            else:
+                returned[group] = count
+        return free

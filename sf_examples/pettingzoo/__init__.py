@@ -1,0 +1,1 @@
+"""PettingZoo parallel envs, trained through `sf.envs.pettingzoo_env`."""
