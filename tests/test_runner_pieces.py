@@ -104,7 +104,7 @@ def test_the_finished_line_says_how_the_run_ended_its_frames_time_reward_and_fol
         "Run finished: 0 frames in 6 s, no episode finished; outputs in train_dir/x"
     )
     progress.on_learner_stats(0, 200_704, 196, {}, now=6.0)
-    progress.on_episodes(0, [(500.0, 500), (499.0, 499)])
+    progress.on_episodes(0, [(500.0, 500, None, None), (499.0, 499, None, None)])
     assert progress.finished_line("ok", "train_dir/x", 6.5) == (
         "Run finished: 200,704 frames in 6 s, avg episode reward 499.50 over the last 2 episodes; outputs in "
         "train_dir/x"
