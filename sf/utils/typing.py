@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any, Union
+from typing import Any
 
 from gymnasium import spaces
 
-Config = Union[argparse.Namespace, Any]  # the resolved flags; tests and libraries may pass any namespace
+Config = Any  # the resolved flags: an argparse.Namespace from the parser, any namespace in tests and libraries
 ObsSpace = spaces.Space
 ActionSpace = spaces.Space
 PolicyID = int
