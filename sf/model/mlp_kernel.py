@@ -10,10 +10,10 @@ distribution parameters, values and the policy version straight back (`docs/perf
 It serves `ActorCritic` models whose encoder is one MLP over one float vector observation, with no recurrent core
 and shared actor and critic weights, all built by sf's own factory functions: `MlpPolicyKernel.of(model)` returns None
 for any other model (one with a part a user registered among them), whose inference stays in torch. Everything the
-step reads (weights transposed so that the inner loop runs over contiguous outputs,
-biases, observation and return statistics, the learned log stddev) is packed into one float32 array, copied from
-the model whenever the policy version changes: the learner's updates reach the kernel when they reach the torch
-model, and a call unboxes a dozen arguments instead of thirty.
+step reads (weights transposed so that the inner loop runs over contiguous outputs, biases, observation and return
+statistics, the learned log stddev) is packed into one float32 array, copied from the model whenever the policy
+version changes: the learner's updates reach the kernel when they reach the torch model, and a call unboxes a dozen
+arguments instead of thirty.
 """
 
 from __future__ import annotations
