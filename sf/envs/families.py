@@ -100,6 +100,15 @@ _FAMILIES: dict[str, EnvFamily] = {
             "sf_examples.custom_env.train_custom_env:register_custom_envs",
         ),
         EnvFamily(
+            "custom_model",
+            "collect",
+            "sf_examples.custom_model.train_custom_model",
+            "sf_examples.custom_model.enjoy_custom_model",
+            "sf_examples.custom_model.train_custom_model:register_custom_components",
+            defaults="sf_examples.custom_model.train_custom_model:custom_model_defaults",
+            add_args="sf_examples.custom_model.train_custom_model:add_custom_model_args",
+        ),
+        EnvFamily(
             "sleepy",
             "sleepy_cartpole_",
             "sf_examples.profiling.sleepy_env",

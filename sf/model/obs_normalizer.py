@@ -14,7 +14,9 @@ from sf.model.pixel_kernels import hwc_array, uint8_affine_channels_last, uint8_
 
 
 def _module_name(key: str) -> str:
-    return key.replace(".", "__")  # nested obs keys ("a.b") cannot be module names as they are
+    """Nested obs keys ("a.b") cannot be module names as they are, nor keys that name a ModuleDict method ("items")."""
+    name = key.replace(".", "__")
+    return f"{name}_" if hasattr(nn.ModuleDict, name) else name
 
 
 class ObsNormalizer(nn.Module):

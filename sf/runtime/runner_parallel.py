@@ -36,6 +36,7 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.envs.spaces import EnvInfo
+from sf.model.factory import model_factory_snapshot, restore_model_factory
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
@@ -138,6 +139,7 @@ def run_parallel(
         device=device,
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
+        models=model_factory_snapshot(),
         resume={p: loaded.path for p, loaded in resume.items()},
     )
 
@@ -269,6 +271,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     setup_logging(cfg.log_level)
     apply_process_settings(cfg, kind, a)
     restore_registry(shared["envs"])
+    restore_model_factory(shared["models"])
     if _profiled_kind(cfg, kind) != "rollout":
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
     queues = shared["queues"]
