@@ -3,9 +3,11 @@
 The observation is a Dict: `agent` (Box(2): the position, in [-1, 1]^2) and `entities` (Box(NUM_ITEMS, 3): each
 item's offset from the agent and its value, +1 good or -1 bad), a set whose order means nothing. The action is a
 Discrete(5): stay, or a step of 0.1 up, down, left or right. Touching an item (closer than 0.15) pays its value and
-puts a new item, good or bad at even odds, somewhere else. Episodes last 100 steps. A random policy earns about 0 per
-episode; one that walks to good items and around bad ones 10 or more. The module needs only gymnasium and numpy, so
-other frameworks can import the same env.
+puts a new item, good or bad at even odds, somewhere else; each step also pays 0.2 * sum(value * exp(-d^2 / 0.25))
+over the items at distance d, a scent that leads to good items and away from bad ones. Episodes last 100 steps. A
+random policy earns about 0.7 per episode (spread 7.6 over episodes); sf's set encoder (`train_custom_model.py`)
+reaches 7 in 300k frames, where the built-in MLP over the flattened items stays below 4. The module needs only
+gymnasium and numpy, so other frameworks can import the same env.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ NUM_ITEMS = 6
 EPISODE_STEPS = 100
 STEP_SIZE = 0.1
 TOUCH_RADIUS = 0.15
+SCENT, SCENT_RANGE = 0.2, 0.5  # each step pays a little for being near good items and away from bad ones
 _MOVES = np.array([[0.0, 0.0], [0.0, 1.0], [0.0, -1.0], [-1.0, 0.0], [1.0, 0.0]], np.float32) * STEP_SIZE
 
 
@@ -57,8 +60,9 @@ class CollectEnv(gym.Env):
     def step(self, action):
         self._pos = np.clip(self._pos + _MOVES[int(action)], -1.0, 1.0)
         offsets = self._items - self._pos
-        touched = (offsets * offsets).sum(axis=1) < TOUCH_RADIUS * TOUCH_RADIUS
-        reward = float(self._values[touched].sum())
+        dist2 = (offsets * offsets).sum(axis=1)
+        touched = dist2 < TOUCH_RADIUS * TOUCH_RADIUS
+        reward = float(self._values[touched].sum()) + SCENT * float(self._values @ np.exp(-dist2 / SCENT_RANGE**2))
         for i in np.flatnonzero(touched):
             self._respawn(i)
         self._steps += 1

@@ -69,9 +69,9 @@ def custom_model_defaults(env_name: str) -> dict:
         "nonlinearity": "relu",
         "num_envs_per_worker": 8,
         "rollout": 32,
-        "batch_size": 1024,
-        "num_epochs": 2,
-        "learning_rate": 3e-4,
+        "batch_size": 512,
+        "num_epochs": 4,
+        "learning_rate": 1e-3,
         "exploration_loss_coeff": 0.01,
         "value_bootstrap": True,  # the 100-step limit is no failure
     }
