@@ -63,6 +63,18 @@ def env_registrations_stay_in_their_test():
     registry.restore_registry(saved)
 
 
+@pytest.fixture(autouse=True)
+def model_registrations_stay_in_their_test():
+    """What a test registers with the model factory is gone after it (looked at only where the factory was imported,
+    so that tests which never touch a model do not import torch for it)."""
+    factory = sys.modules.get("sf.model.factory")
+    saved = factory.model_factory_snapshot() if factory is not None else None
+    yield
+    factory = sys.modules.get("sf.model.factory")
+    if factory is not None:
+        factory.restore_model_factory(saved if saved is not None else factory.ModelFactory())
+
+
 @pytest.fixture(scope="session")
 def sleepy_run(tmp_path_factory) -> Path:
     """One run of the simulation-bound case (an env that sleeps 1 ms a step), shared by the report and diff tests,
