@@ -39,15 +39,9 @@ def merged_cfg(cli_cfg):
     return cfg
 
 
-def enjoy(cli_cfg) -> int:
-    skip_final_collection()
-    setup_logging(cli_cfg.log_level)
-    cfg = merged_cfg(cli_cfg)
-    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
-    render_mode = "rgb_array" if cfg.save_video else None
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
-    device = resolve_device(cfg)
-    info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
+def load_policy(cfg, info: EnvInfo, device: str):
+    """The model of the experiment's `--load_checkpoint_kind` checkpoint, in eval mode, built as training built it
+    (by the model factory's functions registered in this process)."""
     model = build_model(cfg, info, device)
     checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
     state = checkpoints.load(cfg.load_checkpoint_kind, device)
@@ -59,6 +53,18 @@ def enjoy(cli_cfg) -> int:
     model.load_state_dict(state["model"])
     model.eval()
     log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
+    return model
+
+
+def enjoy(cli_cfg) -> int:
+    skip_final_collection()
+    setup_logging(cli_cfg.log_level)
+    cfg = merged_cfg(cli_cfg)
+    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
+    render_mode = "rgb_array" if cfg.save_video else None
+    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
+    device = resolve_device(cfg)
+    model = load_policy(cfg, EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip), device)
 
     frames: list[np.ndarray] = []
     returns: list[float] = []

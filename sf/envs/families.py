@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sf.cfg.arguments import main_cfg_or_exit, parse_full_cfg
+from sf.cfg.arguments import AddArgs, main_cfg_or_exit, parse_full_cfg
 
 
 def _load(spec: str | None) -> Any:
@@ -55,11 +55,19 @@ class EnvFamily:
         self.register_envs(cfg.env)
         return cfg
 
-    def cfg_or_exit(self, argv: list[str] | None, evaluation: bool = False) -> argparse.Namespace:
-        """`parse_cfg` for the family's scripts: a bad flag prints `sf: error: ...` and exits with status 2."""
-        cfg = main_cfg_or_exit(
-            argv, add_args=_load(self.add_args), defaults=_load(self.defaults), evaluation=evaluation
-        )
+    def cfg_or_exit(
+        self, argv: list[str] | None, evaluation: bool = False, add_args: AddArgs | None = None
+    ) -> argparse.Namespace:
+        """`parse_cfg` for the family's scripts: a bad flag prints `sf: error: ...` and exits with status 2.
+        `add_args` adds a tool's own flags beside the family's (`sf.export_onnx`'s `--onnx_path`)."""
+        family_args = _load(self.add_args)
+
+        def both(parser: argparse.ArgumentParser) -> None:
+            for add in (family_args, add_args):
+                if add is not None:
+                    add(parser)
+
+        cfg = main_cfg_or_exit(argv, add_args=both, defaults=_load(self.defaults), evaluation=evaluation)
         self.register_envs(cfg.env)
         return cfg
 

@@ -8,7 +8,8 @@ Eigen and XLA use for float32 (within 3e-7), at 0.35-0.8 ns an element (`docs/pe
 backward passes stay torch's and work from the output, which in place is all that is kept.
 
 Used for dense float32 CPU tensors of at least `MIN_ELEMENTS` elements; anything else (CUDA, bfloat16 under
-autocast, small tensors whose call overhead would dominate) goes to torch's own functions.
+autocast, small tensors whose call overhead would dominate) goes to torch's own functions, as does a forward pass
+being traced (an ONNX export), which records torch's operators and would not see a kernel's.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Activation(nn.Module):
         self.inplace = inplace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _dense_float32_cpu(x):
+        if torch.jit.is_tracing() or not _dense_float32_cpu(x):  # a traced graph (ONNX export) records torch's op
             return torch.tanh(x) if self.kind == "tanh" else nn.functional.elu(x, inplace=self.inplace)
         if not self.inplace:
             x = x.clone(memory_format=torch.preserve_format)

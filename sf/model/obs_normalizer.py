@@ -56,7 +56,8 @@ class ObsNormalizer(nn.Module):
         return {key: self._normalize(key, x) for key, x in obs.items()}
 
     def _is_cpu_image(self, key: str, x: torch.Tensor) -> bool:
-        return key in self.uint8_keys and x.dim() == 4 and x.device.type == "cpu"
+        """A batch the numba kernels take; not while traced (an ONNX export records torch's operators only)."""
+        return key in self.uint8_keys and x.dim() == 4 and x.device.type == "cpu" and not torch.jit.is_tracing()
 
     def _normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         stats = self._stats_by_key.get(key)
