@@ -120,3 +120,24 @@ def read_scalars(exp_dir: Path) -> dict[str, list[float]]:
             for value in event.summary.value:
                 series.setdefault(value.tag, []).append(value.simple_value)
     return series
+
+
+def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int = 640) -> Path:
+    """An experiment folder as training leaves one, without training: config.json and one checkpoint holding a
+    training state of `model`. Returns the checkpoint."""
+    import json
+
+    import torch
+
+    from sf.cfg.arguments import cfg_to_dict
+    from sf.runtime.checkpoint import CheckpointManager
+
+    exp_dir.mkdir(parents=True)
+    (exp_dir / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))
+    state = {
+        "model": model.state_dict(),
+        "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
+        "env_steps": env_steps,
+        "version": version,
+    }
+    return CheckpointManager(exp_dir, 0, keep=2).save(state, version=version, env_steps=env_steps)

@@ -4,19 +4,18 @@ with a GRU, and a registered custom encoder; and the module's command line write
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gymnasium
 import numpy as np
 import pytest
 import torch
+from conftest import write_experiment
 
-from sf.cfg.arguments import cfg_to_dict, parse_full_cfg
+from sf.cfg.arguments import parse_full_cfg
 from sf.envs import EnvAdapter, EnvConfig, create_env, register_env
 from sf.envs.spaces import EnvInfo
 from sf.export_onnx import export_onnx, input_names, main
-from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.setup import build_model
 
 ort = pytest.importorskip("onnxruntime")
@@ -94,15 +93,7 @@ def _experiment(tmp_path: Path, env: str, flags: list[str]) -> tuple[list[str], 
     batch = {k: torch.as_tensor(np.stack([o[k] for o in obs])) for k in info.obs_spec}
     model.normalize_obs(batch, update=True)
     model.returns_normalizer.update(torch.randn(64) * 3 + 1)
-    (tmp_path / "exp").mkdir()
-    (tmp_path / "exp" / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))
-    state = {
-        "model": model.state_dict(),
-        "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
-        "env_steps": 640,
-        "version": 5,
-    }
-    CheckpointManager(tmp_path / "exp", 0, keep=2).save(state, version=5, env_steps=640)
+    write_experiment(tmp_path / "exp", cfg, model)
     return argv, info, model
 
 

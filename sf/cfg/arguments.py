@@ -638,7 +638,12 @@ def _evaluation_flags(g: _Group) -> None:
     g.integer("max_num_episodes", 1_000_000_000, "episodes to play (enjoy plays 5 when the flag is not given)")
     g.integer("policy_index", 0, "policy to evaluate when several were trained")
     g.boolean("eval_deterministic", False, "take the most likely action instead of sampling")
-    g.text("train_script", None, _only("train_script"))
+    g.boolean(
+        "push_to_hub", False, "after the episodes, upload the policy, its score and the replay to the Hugging Face Hub"
+    )
+    g.text("hf_repository", None, "the Hub repository to push to, <user>/<repo>")
+    g.text("train_script", None, "the module that trains this env, for the model card (default: its family's)")
+    g.text("enjoy_script", None, "the module that evaluates this env, for the model card (default: its family's)")
 
 
 # --- parsing and layering ----------------------------------------------------------------------------
@@ -708,6 +713,10 @@ def _check_packages(cfg: argparse.Namespace) -> None:
 
     if getattr(cfg, "with_wandb", False) and importlib.util.find_spec("wandb") is None:
         raise ConfigError("--with_wandb=True needs the wandb package: pip install 'sf[wandb]'", flag="--with_wandb")
+    if getattr(cfg, "push_to_hub", False) and importlib.util.find_spec("huggingface_hub") is None:
+        raise ConfigError(
+            "--push_to_hub=True needs the huggingface_hub package: pip install 'sf[huggingface]'", flag="--push_to_hub"
+        )
     if getattr(cfg, "backend", "local") == "ray" and importlib.util.find_spec("ray") is None:
         raise ConfigError("--backend=ray needs the ray package: pip install 'sf[ray]'", flag="--backend")
 
