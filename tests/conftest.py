@@ -141,3 +141,40 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
         "version": version,
     }
     return CheckpointManager(exp_dir, 0, keep=2).save(state, version=version, env_steps=env_steps)
+
+
+@pytest.fixture(scope="session")
+def custom_model_run(tmp_path_factory) -> tuple[Path, Path, str]:
+    """A short serial run of the training script written for Sample Factory (a custom encoder on the `collect` env),
+    its imports rewritten by the table of docs/customizing.md: (the rewritten scripts' folder, the experiment, the
+    output). Shared by the tests of custom models, the docs samples and the profile tools, which only read it."""
+    from sample_factory_imports import write_rewritten_scripts
+
+    scripts = write_rewritten_scripts(tmp_path_factory.mktemp("sample_factory_scripts"))
+    train_dir = tmp_path_factory.mktemp("custom_model_run")
+    result = subprocess.run(
+        [sys.executable, "-m", "train_collect", "--env=collect", "--serial_mode=True", "--train_for_env_steps=4096"]
+        + ["--seed=1", f"--train_dir={train_dir}", "--experiment=collect"],
+        cwd=scripts,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(scripts)])),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    return scripts, train_dir / "collect", output
+
+
+@pytest.fixture
+def sf_log() -> list[str]:
+    """The messages sf logs during the test (its logger does not propagate to pytest's capture)."""
+    import logging
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("sf")
+    logger.addHandler(handler)
+    yield lines
+    logger.removeHandler(handler)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import filecmp
 import json
-import logging
 import re
 import shutil
 import subprocess
@@ -63,18 +62,6 @@ def hub(tmp_path, monkeypatch) -> types.SimpleNamespace:
     monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kwargs: str(remote / repo_id))
     return types.SimpleNamespace(remote=remote, calls=calls)
-
-
-@pytest.fixture
-def sf_log() -> list[str]:
-    """The messages sf logs during the test (its logger does not propagate to pytest's capture)."""
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    logger = logging.getLogger("sf")
-    logger.addHandler(handler)
-    yield lines
-    logger.removeHandler(handler)
 
 
 def _enjoy(exp: Path, *flags: str) -> int:
