@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sf.cfg.arguments import parse_sf_args
+from sf.cfg.arguments import make_parser
 from sf.enjoy import load_policy, merged_cfg
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.families import family_of
@@ -129,7 +129,11 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    _, known = parse_sf_args(argv, evaluation=True)  # the env names the family whose flags and registrations apply
+    try:  # a first pass for the env, which names the family whose flags and registrations apply (and for --help)
+        known, _ = make_parser(add_export_args, evaluation=True).parse_known_args(argv)
+    except (ConfigError, argparse.ArgumentError) as err:
+        print(error_line(err if isinstance(err, ConfigError) else ConfigError(str(err))), file=sys.stderr)
+        return 2
     if known.env is None:
         print(error_line(ConfigError("--env is required", flag="--env")), file=sys.stderr)
         return 2
