@@ -291,3 +291,33 @@ def test_a_killed_driver_ends_the_node_agents_and_their_processes(cluster, tmp_p
     assert all(not alive(pid) for pid in pids.values()), {n: p for n, p in pids.items() if alive(p)}
     assert took < 15, took
     assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_a_model_a_script_registered_is_built_on_the_second_node(cluster, tmp_path, shm_before):
+    """The training script written for Sample Factory, run as a program: its encoder and env factory live in its
+    `__main__`, which no node can import; they travel by value, and the second node's processes build the encoder."""
+    from sample_factory_imports import write_rewritten_scripts
+
+    c, _, second = cluster
+    scripts = write_rewritten_scripts(tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(scripts / "train_collect.py"), "--env=collect", *FAST]
+        + ["--inference_placement=rollout_worker", "--train_for_env_steps=20000"]
+        + [f"--train_dir={tmp_path}", "--experiment=custom", f"--ray_address={c.address}"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    profile = _json(tmp_path / "custom" / "profile.json")
+    remote = [
+        name
+        for name, entry in profile.items()
+        if name.startswith("InferenceWorker") and "PoolingEncoder" in json.dumps(entry["tree"])
+    ]
+    assert remote and all(profile[name]["node"]["ray_node_id"] == second for name in remote)
+    assert "PoolingEncoder" in json.dumps(profile["Learner 0"]["tree"])
+    assert not shm_leaked(shm_before)
