@@ -3,7 +3,10 @@ it, name by name: what a user does to run a script written for Sample Factory un
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import ROOT
@@ -49,3 +52,15 @@ def write_rewritten_scripts(folder: Path) -> Path:
     for script in SCRIPTS.glob("*.py"):
         (folder / script.name).write_text(rewrite(script.read_text(), table))
     return folder
+
+
+def run_script(script: Path, args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """A rewritten script run as a program (`python <script>`, so what it defines lives in `__main__`)."""
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -4,14 +4,15 @@ aside, registered parts timed as rows of the caller's tree, and the factory surv
 
 from __future__ import annotations
 
+import argparse
 import pickle
-import types
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from sf.cfg.arguments import default_cfg
 from sf.envs.spaces import ActionSpec, action_space_from_spec, action_spec_from_space, obs_space_from_spec
 from sf.model.actor_critic import ActorCritic
 from sf.model.cores import ModelCore, RnnCore, default_make_core_func, recurrent_state_size
@@ -33,36 +34,13 @@ from sf.utils.timing import Timing
 
 torch.set_num_threads(1)
 
-CFG = dict(
-    encoder_mlp_layers=[16],
-    encoder_conv_architecture="convnet_simple",
-    encoder_conv_mlp_layers=[32],
-    nonlinearity="tanh",
-    use_rnn=False,
-    rnn_type="gru",
-    rnn_size=8,
-    rnn_num_layers=1,
-    decoder_mlp_layers=[],
-    actor_critic_share_weights=True,
-    adaptive_stddev=False,
-    initial_stddev=1.0,
-    continuous_tanh_scale=0.0,
-    policy_initialization="orthogonal",
-    policy_init_gain=1.0,
-    init_all_layers=False,
-    normalize_input=True,
-    normalize_input_keys=None,
-    obs_subtract_mean=0.0,
-    obs_scale=1.0,
-    normalize_returns=True,
-    precision="fp32",
-)
+SMALL = dict(use_rnn=False, encoder_mlp_layers=[16], nonlinearity="tanh", rnn_size=8, decoder_mlp_layers=[])
 SPEC = {"agent": ((2,), np.dtype(np.float32)), "entities": ((5, 3), np.dtype(np.float32))}
 ACTIONS = ActionSpec((4,), 0)
 
 
-def cfg(**overrides) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**{**CFG, **overrides})
+def cfg(**overrides) -> argparse.Namespace:
+    return default_cfg(**{**SMALL, "normalize_input": True, "normalize_returns": True, **overrides})
 
 
 def obs(batch: int, seed: int = 0) -> dict[str, torch.Tensor]:

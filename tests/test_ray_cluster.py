@@ -297,20 +297,13 @@ def test_a_killed_driver_ends_the_node_agents_and_their_processes(cluster, tmp_p
 def test_a_model_a_script_registered_is_built_on_the_second_node(cluster, tmp_path, shm_before):
     """The training script written for Sample Factory, run as a program: its encoder and env factory live in its
     `__main__`, which no node can import; they travel by value, and the second node's processes build the encoder."""
-    from sample_factory_imports import write_rewritten_scripts
+    from sample_factory_imports import run_script, write_rewritten_scripts
 
     c, _, second = cluster
     scripts = write_rewritten_scripts(tmp_path)
-    result = subprocess.run(
-        [sys.executable, str(scripts / "train_collect.py"), "--env=collect", *FAST]
-        + ["--inference_placement=rollout_worker", "--train_for_env_steps=20000"]
-        + [f"--train_dir={tmp_path}", "--experiment=custom", f"--ray_address={c.address}"],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    flags = [*FAST, "--inference_placement=rollout_worker", "--train_for_env_steps=20000", f"--ray_address={c.address}"]
+    args = ["--env=collect", *flags, f"--train_dir={tmp_path}", "--experiment=custom"]
+    result = run_script(scripts / "train_collect.py", args, tmp_path, timeout=300)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     profile = _json(tmp_path / "custom" / "profile.json")
     remote = [

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from conftest import ROOT
-from sample_factory_imports import SCRIPTS, import_table, rewrite
+from sample_factory_imports import SCRIPTS, import_table, rewrite, run_script, write_rewritten_scripts
 
 from sf.analysis.cli import run_report
 from sf.analysis.top import main as top_main
@@ -80,23 +80,9 @@ def test_the_report_and_the_live_view_read_a_custom_model_run(custom_model_run, 
 def test_a_parallel_run_builds_the_encoder_a_script_registered_in_every_process(tmp_path):
     """The script run as a program: its `__main__` registers the encoder, and each component process, forked from
     the server, rebuilds it from the factory the run handed over."""
-    from sample_factory_imports import write_rewritten_scripts
-
     scripts = write_rewritten_scripts(tmp_path)
-    result = subprocess.run(
-        [sys.executable, str(scripts / "train_collect.py"), "--env=collect", "--num_workers=2"]
-        + [
-            "--inference_placement=own_process",
-            "--train_for_env_steps=8192",
-            f"--train_dir={tmp_path}",
-            "--experiment=p",
-        ],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    flags = ["--env=collect", "--num_workers=2", "--inference_placement=own_process", "--train_for_env_steps=8192"]
+    result = run_script(scripts / "train_collect.py", [*flags, f"--train_dir={tmp_path}", "--experiment=p"], tmp_path)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     trees = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert ENCODER in json.dumps(trees["Learner 0"]["tree"]) and ENCODER in json.dumps(

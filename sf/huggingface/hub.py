@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from sf.huggingface.model_card import Score, model_card
@@ -20,6 +21,7 @@ CARD = "README.md"
 CONFIG = "config.json"
 # what a new push replaces on the Hub: an older checkpoint left there would be the newer one once downloaded
 REPLACED = ["checkpoint_p*/*.pth", "*.mp4"]
+EXIT_FAILED = 1
 
 
 class HubError(Exception):
@@ -105,6 +107,12 @@ def install_snapshot(snapshot: Path, target: Path) -> Path:
     shutil.copytree(snapshot, partial, symlinks=False, ignore=shutil.ignore_patterns(".cache", ".git*"))
     partial.rename(target)
     return target
+
+
+def failed(err: HubError) -> int:
+    """What the Hub commands do with a failure: one `sf: error:` line on stderr, and their exit status."""
+    print(f"sf: error: {err}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _cause(exc: BaseException) -> str:

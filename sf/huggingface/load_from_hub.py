@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 from sf.envs.families import family_of
-from sf.huggingface.hub import CONFIG, HubError, download, install_snapshot
-
-EXIT_FAILED = 1
+from sf.huggingface.hub import CONFIG, HubError, download, failed, install_snapshot
 
 
 def load_from_hub(repo_id: str, train_dir: str | Path) -> Path:
@@ -51,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         experiment = load_from_hub(args.hf_repository, args.train_dir)
     except HubError as err:
-        print(f"sf: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        return failed(err)
     print(f"loaded {args.hf_repository} into {experiment}; evaluate it with:\n  {enjoy_command(experiment)}")
     return 0
 

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 from sf.envs.families import family_of
-from sf.huggingface.hub import CARD, CONFIG, STAGING, HubError, push, stage
-
-EXIT_FAILED = 1
+from sf.huggingface.hub import CARD, CONFIG, STAGING, HubError, failed, push, stage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         url = push(folder, args.hf_repository)
     except HubError as err:
-        print(f"sf: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        return failed(err)
     print(f"pushed {folder} to {url}")
     return 0
 
