@@ -66,4 +66,5 @@ def test_the_set_encoder_learns_collect(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:]
     summary = json.loads((tmp_path / "collect" / "summary.json").read_text())
+    print(f"collect after {summary['env_frames']['0']} frames: {summary['avg_episode_reward']['0']:.2f} per episode")
     assert summary["avg_episode_reward"]["0"] >= LEARNED_RETURN > RANDOM_RETURN, summary

@@ -239,16 +239,18 @@ def test_the_factory_travels_to_another_process_as_its_functions():
 
 def test_ray_sends_functions_of_a_script_by_value():
     transfer = pytest.importorskip("sf.distributed.transfer")
+    import ray.cloudpickle
 
     def make(cfg, obs_space):
         return MaxPoolEncoder(cfg, obs_space)
 
     make.__module__ = "__main__"  # as a training script run as a program defines it
-    portable = transfer.portable_model_factory(ModelFactory(make_model_encoder_func=make))
-    assert isinstance(portable.make_model_encoder_func, transfer.ByValue)
-    assert portable.make_model_core_func is default_make_core_func  # importable by name: sent as it is
-    restored = pickle.loads(pickle.dumps(portable))
-    assert isinstance(restored.make_model_encoder_func(cfg(), obs_space_from_spec(SPEC)), MaxPoolEncoder)
+    payload = transfer.portable_model_factory(ModelFactory(make_model_encoder_func=make))
+    on_the_node = ray.cloudpickle.loads(payload)
+    assert isinstance(on_the_node.make_model_encoder_func, transfer.ByValue)
+    assert on_the_node.make_model_core_func is default_make_core_func  # importable by name: sent as it is
+    in_its_processes = pickle.loads(pickle.dumps(on_the_node))  # what the agent hands its component processes
+    assert isinstance(in_its_processes.make_model_encoder_func(cfg(), obs_space_from_spec(SPEC)), MaxPoolEncoder)
 
 
 def test_an_observation_key_named_like_a_module_dict_method_is_normalized():

@@ -25,7 +25,7 @@ import traceback
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import faster_fifo
 import numpy as np
@@ -65,9 +65,6 @@ from sf.utils.roles import (
 )
 from sf.utils.timing import Timing
 
-if TYPE_CHECKING:  # the model modules import torch, which a node agent's process must not wait for at its start
-    from sf.model.factory import ModelFactory
-
 log = logging.getLogger("sf")
 
 TAKE_WAIT_S = 0.1  # a `take` with nothing to hand over returns after this long (the driver calls again)
@@ -91,8 +88,10 @@ class AgentSpec:
     cfg: Any
     env_info: EnvInfo
     envs: RegistrySnapshot  # the env registry, portable (sf.distributed.transfer.portable_registry)
-    models: ModelFactory  # the model factory, portable (sf.distributed.transfer.portable_model_factory)
     experiment_dir: str
+    # the model factory, pickled (sf.distributed.transfer.portable_model_factory): loaded in `start`, after the fork
+    # server, since loading it imports torch; None: sf's own parts
+    models: bytes | None = None
 
 
 class NodeAgent:
@@ -126,7 +125,7 @@ class NodeAgent:
         # far pulls torch in), as on the driver's node, instead of after it
         process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
-        from sf.model.factory import restore_model_factory
+        from sf.model.factory import model_factory_snapshot, restore_model_factory
         from sf.runtime.buffers import TrajectoryBuffers, make_layout, trajectories_per_batch
         from sf.runtime.policy_store import SharedPolicyStore
         from sf.runtime.process_start import STOP_SIGNALS
@@ -137,7 +136,8 @@ class NodeAgent:
         spec, cfg = self.spec, self.spec.cfg
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
-        restore_model_factory(spec.models)
+        if spec.models is not None:
+            restore_model_factory(ray.cloudpickle.loads(spec.models))
         self.started_at, self.started_wall = time.monotonic(), time.time()
         ctx = mp.get_context("spawn")
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
@@ -182,7 +182,7 @@ class NodeAgent:
             device=device,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
-            models=spec.models,
+            models=model_factory_snapshot(),
         )
         self.supervisor.begin()
         starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]

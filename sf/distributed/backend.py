@@ -90,8 +90,8 @@ class RayPlacement:
                 remote_cfg,
                 shared["env_info"],
                 envs,
-                models,
                 experiment_dir,
+                models,
             )
             link = NodeLink(group, spec, self.inboxes[group.name], ctx)
             link.start()

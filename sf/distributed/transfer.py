@@ -119,6 +119,9 @@ def portable_registry(snapshot: RegistrySnapshot) -> RegistrySnapshot:
     return RegistrySnapshot(portable(snapshot.envs), portable(snapshot.vector_envs))
 
 
-def portable_model_factory(factory: ModelFactory) -> ModelFactory:
-    """The factory with each function a training script's `__main__` defines sent by value."""
-    return replace(factory, **{f.name: _portable(getattr(factory, f.name)) for f in fields(factory)})
+def portable_model_factory(factory: ModelFactory) -> bytes:
+    """The factory pickled for a node, each function a training script's `__main__` defines sent by value. Bytes, so
+    that the agent's spec loads without the model modules (and torch) they name; the agent loads them in `start`."""
+    return ray.cloudpickle.dumps(
+        replace(factory, **{f.name: _portable(getattr(factory, f.name)) for f in fields(factory)})
+    )
