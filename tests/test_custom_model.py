@@ -1,6 +1,6 @@
 """The custom-model example (sf_examples/custom_model): its family registers the set encoder with the model factory,
-the encoder reads the items as a set, the env pays what its docstring says, and (slow) a training run with it
-learns the env."""
+the encoder reads the items as a set, the env pays what its docstring says; slow: a training run with it learns the
+env, and the cross-stack breakdown gives the encoder rows of its own."""
 
 from __future__ import annotations
 
@@ -68,3 +68,21 @@ def test_the_set_encoder_learns_collect(tmp_path):
     summary = json.loads((tmp_path / "collect" / "summary.json").read_text())
     print(f"collect after {summary['env_frames']['0']} frames: {summary['avg_episode_reward']['0']:.2f} per episode")
     assert summary["avg_episode_reward"]["0"] >= LEARNED_RETURN > RANDOM_RETURN, summary
+
+
+@pytest.mark.slow
+def test_the_breakdown_has_a_row_for_the_set_encoder(tmp_path):
+    result = run_sf(
+        ["breakdown", "--calibration_pairs=1", "--", "--env=collect", "--train_for_env_steps=8000", "--device=cpu"]
+        + [f"--train_dir={tmp_path}", "--experiment=breakdown"],
+        module="sf.profile",
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    rows = json.loads((tmp_path / "breakdown" / "profiling" / "breakdown.json").read_text())["rows"]
+    for row in (
+        "Learner 0/train/calculate_losses/forward_head",
+        "InferenceWorker_p0-w0/one_step/handle_policy_step/forward",
+    ):
+        encoder = rows[f"{row}/SetEncoder"]  # its own row, with torch's time for the encoder in it
+        assert encoder["total_s"] > 0 and encoder["backend"] > 0 and encoder["events"]["ops"] > 0
