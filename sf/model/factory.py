@@ -11,9 +11,10 @@ installs it; the Ray backend sends functions a training script defines by value)
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+
+from torch import nn
 
 from sf.envs.spaces import ActionSpec, ObsSpec, action_space_from_spec, obs_space_from_spec
 from sf.model.actor_critic import ActorCritic
@@ -22,12 +23,10 @@ from sf.model.decoders import default_make_decoder_func
 from sf.model.encoders import default_make_encoder_func
 from sf.utils.typing import ActionSpace, Config, ObsSpace
 
-log = logging.getLogger("sf")
-
 MakeActorCriticFunc = Callable[[Config, ObsSpace, ActionSpace], ActorCritic]
-MakeEncoderFunc = Callable[[Config, ObsSpace], "object"]
-MakeCoreFunc = Callable[[Config, int], "object"]
-MakeDecoderFunc = Callable[[Config, int], "object"]
+MakeEncoderFunc = Callable[[Config, ObsSpace], nn.Module]
+MakeCoreFunc = Callable[[Config, int], nn.Module]
+MakeDecoderFunc = Callable[[Config, int], nn.Module]
 
 
 def default_make_actor_critic_func(cfg: Config, obs_space: ObsSpace, action_space: ActionSpace) -> ActorCritic:
@@ -61,15 +60,6 @@ class ModelFactory:
     def register_decoder_factory(self, make_model_decoder_func: MakeDecoderFunc) -> None:
         """`make_model_decoder_func(cfg, input_size)` returns the decoder (`sf.model.decoders.Decoder`)."""
         self.make_model_decoder_func = make_model_decoder_func
-
-    def registered(self) -> dict[str, str]:
-        """What replaced a first entry: field name -> the function's qualified name."""
-        defaults = ModelFactory.__dataclass_fields__
-        return {
-            f.name: _qualified(getattr(self, f.name))
-            for f in fields(self)
-            if getattr(self, f.name) is not defaults[f.name].default
-        }
 
 
 _GLOBAL = ModelFactory()
