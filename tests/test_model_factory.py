@@ -266,3 +266,13 @@ def test_builtin_cores_report_their_sizes_as_registered_ones_do():
     assert core.get_out_size() == 8 and core.state_size == recurrent_state_size(
         cfg(use_rnn=True, rnn_type="lstm", rnn_num_layers=2)
     )
+
+
+@pytest.mark.parametrize("name", ["elu", "tanh"])
+def test_a_part_built_from_sf_activations_can_be_scripted(name):
+    """Sample Factory compiles its MLPs with TorchScript, and scripts written for it may do the same: the scripted
+    module computes with torch's function what the eager one computes with the numba kernel (within its accuracy)."""
+    mlp = create_mlp([64], 8, nonlinearity(cfg(nonlinearity=name)))
+    scripted = torch.jit.script(mlp)
+    x = torch.randn(1024, 8)  # 64k activations: the eager module takes the kernel
+    torch.testing.assert_close(scripted(x), mlp(x), atol=1e-6, rtol=1e-6)

@@ -9,7 +9,8 @@ backward passes stay torch's and work from the output, which in place is all tha
 
 Used for dense float32 CPU tensors of at least `MIN_ELEMENTS` elements; anything else (CUDA, bfloat16 under
 autocast, small tensors whose call overhead would dominate) goes to torch's own functions, as does a forward pass
-being traced (an ONNX export), which records torch's operators and would not see a kernel's.
+being traced (an ONNX export), which records torch's operators and would not see a kernel's, and a module a user
+compiles with TorchScript.
 """
 
 from __future__ import annotations
@@ -149,8 +150,17 @@ class Activation(nn.Module):
         self.inplace = inplace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_scripting():  # TorchScript (a model a user scripts) compiles torch's function only
+            return self._torch(x)
+        return self._kernel_or_torch(x)
+
+    def _torch(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) if self.kind == "tanh" else nn.functional.elu(x, inplace=self.inplace)
+
+    @torch.jit.unused
+    def _kernel_or_torch(self, x: torch.Tensor) -> torch.Tensor:
         if torch.jit.is_tracing() or not _dense_float32_cpu(x):  # a traced graph (ONNX export) records torch's op
-            return torch.tanh(x) if self.kind == "tanh" else nn.functional.elu(x, inplace=self.inplace)
+            return self._torch(x)
         if not self.inplace:
             x = x.clone(memory_format=torch.preserve_format)
         if torch.is_grad_enabled() and x.requires_grad:
