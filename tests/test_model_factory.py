@@ -268,6 +268,7 @@ def test_builtin_cores_report_their_sizes_as_registered_ones_do():
     )
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("name", ["elu", "tanh"])
 def test_a_part_built_from_sf_activations_can_be_scripted(name):
     """Sample Factory compiles its MLPs with TorchScript, and scripts written for it may do the same: the scripted
