@@ -45,7 +45,7 @@ def test_the_rewrite_changes_the_sample_factory_imports_and_nothing_else():
 def test_a_script_written_for_sample_factory_trains_its_encoder_under_sf(custom_model_run):
     _, exp, output = custom_model_run
     summary = json.loads((exp / "summary.json").read_text())
-    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4096
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 8192
     assert list((exp / "checkpoint_p0").glob("checkpoint_*.pth"))
     trees = {name: entry["tree"] for name, entry in json.loads((exp / "profile.json").read_text()).items()}
     learner = trees["Learner 0"]["train"]["children"]["calculate_losses"]["children"]["forward_head"]["children"]
@@ -72,8 +72,8 @@ def test_the_report_and_the_live_view_read_a_custom_model_run(custom_model_run, 
     assert {c["name"] for c in report["components"]} >= {"Learner 0", "InferenceWorker_p0-w0"}
     assert report["verdict"]
     assert top_main([str(exp), "--once"]) == 0
-    frame = capsys.readouterr().out
-    assert "finished (ok)" in frame and "Learner 0" in frame
+    frame = capsys.readouterr().out  # a component's row needs two of its snapshots (one a second in this run)
+    assert "finished (ok)" in frame and "Learner 0" in frame and "Inference p0-w0" in frame, frame
 
 
 @pytest.mark.slow
