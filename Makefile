@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
-EXTRAS ?= vizdoom,mujoco,atari,envpool,profiling,wandb,ray,pettingzoo,dev
+EXTRAS ?= vizdoom,mujoco,atari,envpool,profiling,wandb,ray,pettingzoo,export,huggingface,dev
 
 .PHONY: venv train lint test test-slow bench clean
 

@@ -1,5 +1,6 @@
 """Evaluation: load the newest (or, with --load_checkpoint_kind=best, the best) checkpoint of an experiment,
-play episodes, print the average reward, optionally record them as an mp4.
+play episodes, print the average reward, optionally record them as an mp4 and push the policy, its score and the
+replay to the Hugging Face Hub (`--push_to_hub --hf_repository=<user>/<repo>`, `sf.huggingface`).
 
 `python -m sf.enjoy --env=<name> --experiment=<name>` evaluates with the example script of the env's family
 (`sf.envs.families`). What the user can fix (no such experiment, no checkpoint, an unknown env, a checkpoint of
@@ -18,7 +19,10 @@ import torch
 from sf.cfg.arguments import load_cfg_json, resolve_device
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env
 from sf.envs.episodes import reported_episode
+from sf.envs.families import family_of
 from sf.envs.spaces import EnvInfo
+from sf.huggingface.hub import HubError, push, stage
+from sf.huggingface.model_card import Score, command_line
 from sf.runtime.checkpoint import CheckpointError, CheckpointManager
 from sf.runtime.setup import build_model
 from sf.utils.errors import ConfigError, error_line
@@ -75,6 +79,17 @@ def _make_env(cfg) -> EnvAdapter:
         raise ConfigError(f"--env: {exc}", flag="--env") from None
 
 
+def load_policy(cfg, info: EnvInfo, device: str, cli_cfg=None):
+    """The model of the experiment's `--load_checkpoint_kind` checkpoint, in eval mode, built as training built it
+    (by the model factory's functions registered in this process); ConfigError when there is none or it does not fit
+    (`cli_cfg`: the command line's flags, named in that error)."""
+    model = build_model(cfg, info, device)
+    state = _load_policy(cfg, cli_cfg if cli_cfg is not None else cfg, model, device)
+    model.eval()
+    log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
+    return model
+
+
 def _load_policy(cfg, cli_cfg, model, device: str) -> dict:
     """The checkpoint's state, its weights in `model`; ConfigError when there is none or it does not fit."""
     checkpoints = CheckpointManager(Path(cfg.train_dir) / cfg.experiment, cfg.policy_index, cfg.keep_checkpoints)
@@ -128,11 +143,7 @@ def _mismatch_message(cfg, cli_cfg, folder: Path, mismatch: list[str]) -> str:
 def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
     episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
     device = resolve_device(cfg)
-    info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
-    model = build_model(cfg, info, device)
-    state = _load_policy(cfg, cli_cfg, model, device)
-    model.eval()
-    log.info("loaded policy version %d (%d env frames)", state["version"], state["env_steps"])
+    model = load_policy(cfg, EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip), device, cli_cfg)
 
     frames: list[np.ndarray] = []
     returns: list[float] = []
@@ -161,11 +172,43 @@ def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
                     rnn.zero_()
     if returns:
         log.info("Avg episode reward: %.3f over %d episodes", float(np.mean(returns)), len(returns))
+    video = None
     if cfg.save_video and frames:
-        path = save_video(
+        video = save_video(
             frames, Path(cfg.train_dir) / cfg.experiment / (cfg.video_name or "replay.mp4"), cfg.fps or 30
         )
-        log.info("video written to %s", path)
+        log.info("video written to %s", video)
+    return push_policy(cfg, cli_cfg.cli_args, returns, video) if cfg.push_to_hub else 0
+
+
+def push_policy(cfg, cli_args: dict, returns: list[float], video: Path | None) -> int:
+    """`--push_to_hub`: stage the evaluated policy with its score (and the replay, if one was recorded) and upload
+    it; a failed upload is one error line, status 1, and the staged folder kept. `cli_args`: the flags this
+    evaluation was given, for the command in the model card."""
+    family = family_of(cfg.env)
+    enjoy_module = cfg.enjoy_script or family.enjoy_module or "<enjoy module of the env>"
+    played = {k: v for k, v in cli_args.items() if k not in ("push_to_hub", "hf_repository")}
+    score = Score(returns, command_line(enjoy_module, played)) if returns else None
+    if video is None:
+        log.info("no replay to push: --save_video=True records one")
+    try:
+        folder = stage(
+            Path(cfg.train_dir) / cfg.experiment,
+            env=cfg.env,
+            repo_id=cfg.hf_repository,
+            policy_index=cfg.policy_index,
+            checkpoint_kind=cfg.load_checkpoint_kind,
+            enjoy_module=enjoy_module,
+            train_module=cfg.train_script or family.train_module,
+            score=score,
+            video=video,
+        )
+        log.info("staged for the Hub in %s", folder)
+        url = push(folder, cfg.hf_repository)
+    except HubError as err:
+        log.error("%s (what was staged stays; push it again with python -m sf.huggingface.push_to_hub)", err)
+        return 1
+    log.info("pushed to %s", url)
     return 0
 
 

@@ -64,6 +64,18 @@ def env_registrations_stay_in_their_test():
     registry.restore_registry(saved)
 
 
+@pytest.fixture(autouse=True)
+def model_registrations_stay_in_their_test():
+    """What a test registers with the model factory is gone after it (looked at only where the factory was imported,
+    so that tests which never touch a model do not import torch for it)."""
+    factory = sys.modules.get("sf.model.factory")
+    saved = factory.model_factory_snapshot() if factory is not None else None
+    yield
+    factory = sys.modules.get("sf.model.factory")
+    if factory is not None:
+        factory.restore_model_factory(saved if saved is not None else factory.ModelFactory())
+
+
 @pytest.fixture(scope="session")
 def sleepy_run(tmp_path_factory) -> Path:
     """One run of the simulation-bound case (an env that sleeps 1 ms a step), shared by the report and diff tests,
@@ -109,3 +121,61 @@ def read_scalars(exp_dir: Path) -> dict[str, list[float]]:
             for value in event.summary.value:
                 series.setdefault(value.tag, []).append(value.simple_value)
     return series
+
+
+def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int = 640) -> Path:
+    """An experiment folder as training leaves one, without training: config.json and one checkpoint holding a
+    training state of `model`. Returns the checkpoint."""
+    import json
+
+    import torch
+
+    from sf.cfg.arguments import cfg_to_dict
+    from sf.runtime.checkpoint import CheckpointManager
+
+    exp_dir.mkdir(parents=True)
+    (exp_dir / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))
+    state = {
+        "model": model.state_dict(),
+        "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
+        "env_steps": env_steps,
+        "version": version,
+    }
+    return CheckpointManager(exp_dir, 0, keep=2).save(state, version=version, env_steps=env_steps)
+
+
+@pytest.fixture(scope="session")
+def custom_model_run(tmp_path_factory) -> tuple[Path, Path, str]:
+    """A short serial run of the training script written for Sample Factory (a custom encoder on the `collect` env),
+    its imports rewritten by the table of docs/customizing.md: (the rewritten scripts' folder, the experiment, the
+    output). Shared by the tests of custom models, the docs samples and the profile tools, which only read it."""
+    from sample_factory_imports import write_rewritten_scripts
+
+    scripts = write_rewritten_scripts(tmp_path_factory.mktemp("sample_factory_scripts"))
+    train_dir = tmp_path_factory.mktemp("custom_model_run")
+    result = subprocess.run(
+        [sys.executable, "-m", "train_collect", "--env=collect", "--serial_mode=True", "--train_for_env_steps=8192"]
+        + ["--experiment_summaries_interval=1", "--seed=1", f"--train_dir={train_dir}", "--experiment=collect"],
+        cwd=scripts,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(scripts)])),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    return scripts, train_dir / "collect", output
+
+
+@pytest.fixture
+def sf_log() -> list[str]:
+    """The messages sf logs during the test (its logger does not propagate to pytest's capture)."""
+    import logging
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("sf")
+    logger.addHandler(handler)
+    yield lines
+    logger.removeHandler(handler)

@@ -116,24 +116,26 @@ def test_a_chunk_leaves_full_or_when_its_oldest_trajectory_has_waited():
 
 
 def test_a_node_agent_reaches_its_start_without_importing_torch(tmp_path):
-    """What a node's Ray worker loads before the agent's `start` runs (the class by reference, its spec by value)
-    leaves torch out, so that the agent's fork server, started first in `start`, imports torch beside the agent
-    rather than after it."""
+    """What a node's Ray worker loads before the agent's `start` runs (the class by reference, its spec by value, the
+    model factory inside it as bytes) leaves torch out, so that the agent's fork server, started first in `start`,
+    imports torch beside the agent rather than after it."""
     import subprocess
     import sys
 
     import ray.cloudpickle
 
     from sf.distributed.agent import AgentSpec, NodeAgent
-    from sf.distributed.transfer import portable_registry
+    from sf.distributed.transfer import portable_model_factory, portable_registry
     from sf.envs.families import family_of
     from sf.envs.registry import RegistrySnapshot, registry_snapshot
+    from sf.model.factory import model_factory_snapshot
     from sf.runtime.setup import probe_env
 
     cfg = _cfg()
     family_of(cfg.env).register_envs(cfg.env)
     envs = RegistrySnapshot({cfg.env: registry_snapshot().envs[cfg.env]}, {})  # not what other tests registered
-    spec = AgentSpec("NodeAgent_1", (0,), (), cfg, probe_env(cfg), portable_registry(envs), "x")
+    models = portable_model_factory(model_factory_snapshot())
+    spec = AgentSpec("NodeAgent_1", (0,), (), cfg, probe_env(cfg), portable_registry(envs), "x", models)
     (tmp_path / "actor.pkl").write_bytes(ray.cloudpickle.dumps((NodeAgent, spec)))
     code = (
         "import sys, ray.cloudpickle; "

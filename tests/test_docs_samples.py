@@ -4,8 +4,9 @@ line a real run prints for that component.
 
 A sample is a fenced block without a language, marked on the line before it with `<!-- output: <run> -->`; every
 block that looks like output of sf (a tree, a progress line, a report...) must carry a mark. The runs are short:
-one serial CartPole run, its evaluation and its report are shared by the default-suite tests; a parallel run, the
-breakdown and the env benchmark are slow tests. `(format)` after the run compares only the lines every run of that
+one serial CartPole run, its evaluation and its report, and one serial run of a custom model (the session's
+`custom_model_run`) are shared by the default-suite tests; a parallel run, the breakdown and the env benchmark are
+slow tests. `(format)` after the run compares only the lines every run of that
 tool prints (headings, column headers, the verdict line's form), for samples of long runs on other envs.
 """
 
@@ -280,6 +281,12 @@ def enjoy_output(serial_run) -> str:
 @pytest.mark.parametrize("sample", by_run("enjoy"), ids=_ids(by_run("enjoy")))
 def test_enjoy_samples(sample, enjoy_output):
     assert check_log(sample, enjoy_output) == []
+
+
+@pytest.mark.parametrize("sample", by_run("custom model"), ids=_ids(by_run("custom model")))
+def test_custom_model_samples(sample, custom_model_run):
+    """Lines of the run of the training script written for Sample Factory (docs/customizing.md)."""
+    assert check_log(sample, custom_model_run[2]) == []
 
 
 class IntBoxActions(gymnasium.Env):

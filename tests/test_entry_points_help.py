@@ -1,5 +1,6 @@
 """Every command a user types answers `--help` with its usage and exit status 0 and starts nothing: the train and
-enjoy scripts of every env family, the profiling and benchmark commands, and the scripts under benchmarks/ and docs/.
+enjoy scripts of every env family, the profiling, benchmark, export and Hub commands, and the scripts under benchmarks/
+and docs/.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("-m", "sf.profile", "top"),
     ("-m", "sf.profile", "breakdown"),
     ("-m", "sf.chaos"),
+    ("-m", "sf.export_onnx"),
+    ("-m", "sf.huggingface.load_from_hub"),
+    ("-m", "sf.huggingface.push_to_hub"),
     ("-m", "sf_examples.envpool.atari.train_envpool_atari"),
     ("-m", "sf_examples.envpool.atari.enjoy_envpool_atari"),
     ("-m", "sf_examples.envpool.mujoco.train_envpool_mujoco"),

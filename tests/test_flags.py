@@ -93,7 +93,7 @@ def _other_value(accepted):
 
 @pytest.mark.parametrize("name", sorted(UNSUPPORTED))
 def test_an_unsupported_flag_is_refused_with_what_to_do_and_accepted_with_the_value_sf_honours(name):
-    evaluation = name in ("no_render", "train_script")
+    evaluation = name == "no_render"
     with pytest.raises(ConfigError) as info:
         parse_full_cfg(
             ["--env=CartPole-v1", f"--{name}", _other_value(UNSUPPORTED[name].accepted)], evaluation=evaluation

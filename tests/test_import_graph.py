@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sf.distributed",),  # the Ray backend
     ("sf.breakdown",),  # the cross-stack breakdown (runs a training in-process)
     ("sf.bench", "sf.chaos"),  # whole-run benchmarks and the auto-tuner; the fault-injection matrix
-    ("sf.train", "sf.enjoy", "sf.profile", "sf.benchmark", "sf"),  # entry points
+    ("sf.huggingface",),  # staging a policy for the Hub, pushing it, loading it back
+    ("sf.train", "sf.enjoy", "sf.export_onnx", "sf.profile", "sf.benchmark", "sf"),  # entry points
 )
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from sf.envs.spaces import ActionSpec
+from sf.envs.spaces import ActionSpec, action_space_from_spec, obs_space_from_spec
 from sf.model import ActorCritic, create_actor_critic
 from sf.model.cores import RnnCore
 from sf.model.encoders import ConvEncoder
@@ -294,7 +294,7 @@ def test_state_dict_round_trip_reproduces_outputs_and_statistics():
     source.normalize_obs(obs, update=True)
     source.returns_normalizer.update(torch.randn(50) * 4)
     torch.manual_seed(4)
-    target = ActorCritic(spec, ActionSpec((3,), 2), config)
+    target = ActorCritic(obs_space_from_spec(spec), action_space_from_spec(ActionSpec((3,), 2)), config)
     target.load_state_dict(source.state_dict())
     assert "obs_normalizer.stats.a__b.mean" in source.state_dict()
     h = torch.randn(6, source.rnn_state_size)

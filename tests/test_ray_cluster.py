@@ -369,4 +369,26 @@ def test_a_multi_agent_env_on_the_second_node(cluster, tmp_path, shm_before):
         pytest.approx(7 / 8, abs=0.03)
     )
     assert all(not alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+
+
+@pytest.mark.slow
+def test_a_model_a_script_registered_is_built_on_the_second_node(cluster, tmp_path, shm_before):
+    """The training script written for Sample Factory, run as a program: its encoder and env factory live in its
+    `__main__`, which no node can import; they travel by value, and the second node's processes build the encoder."""
+    from sample_factory_imports import run_script, write_rewritten_scripts
+
+    c, _, second = cluster
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = [*FAST, "--inference_placement=rollout_worker", "--train_for_env_steps=20000", f"--ray_address={c.address}"]
+    args = ["--env=collect", *flags, f"--train_dir={tmp_path}", "--experiment=custom"]
+    result = run_script(scripts / "train_collect.py", args, tmp_path, timeout=300)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    profile = _json(tmp_path / "custom" / "profile.json")
+    remote = [
+        name
+        for name, entry in profile.items()
+        if name.startswith("InferenceWorker") and "PoolingEncoder" in json.dumps(entry["tree"])
+    ]
+    assert remote and all(profile[name]["node"]["ray_node_id"] == second for name in remote)
+    assert "PoolingEncoder" in json.dumps(profile["Learner 0"]["tree"])
     assert not shm_leaked(shm_before)

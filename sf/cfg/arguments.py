@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -649,13 +649,19 @@ def _evaluation_flags(g: _Group) -> None:
     g.integer("max_num_episodes", 1_000_000_000, "episodes to play (enjoy plays 5 when the flag is not given)")
     g.integer("policy_index", 0, "policy to evaluate when several were trained")
     g.boolean("eval_deterministic", False, "take the most likely action instead of sampling")
-    g.text("train_script", None, _only("train_script"))
+    g.boolean(
+        "push_to_hub", False, "after the episodes, upload the policy, its score and the replay to the Hugging Face Hub"
+    )
+    g.text("hf_repository", None, "the Hub repository to push to, <user>/<repo>")
+    g.text("train_script", None, "the module that trains this env, for the model card (default: its family's)")
+    g.text("enjoy_script", None, "the module that evaluates this env, for the model card (default: its family's)")
 
 
 # --- parsing and layering ----------------------------------------------------------------------------
 
 
 def parse_full_cfg(
+    argv_or_parser: list[str] | argparse.ArgumentParser | None = None,
     argv: list[str] | None = None,
     *,
     add_args: AddArgs | None = None,
@@ -664,10 +670,37 @@ def parse_full_cfg(
 ) -> argparse.Namespace:
     """Parse, layer defaults < `defaults` < YAML < command line, resolve automatic values and validate.
 
-    `cfg.cli_args` holds the flags given on the command line. Raises ConfigError naming the bad flag.
+    `parse_full_cfg(argv, add_args=..., defaults=..., evaluation=...)` raises ConfigError naming the bad flag.
+    Sample Factory's form, `parse_full_cfg(parser, argv)` with the parser of `parse_sf_args`, takes the flags and
+    `set_defaults` a script added to that parser like sf's own, and a bad flag prints one `sf: error:` line and
+    exits with status 2, as Sample Factory's parser exits. `cfg.cli_args` holds the flags given on the command line.
     """
+    if isinstance(argv_or_parser, argparse.ArgumentParser):
+        try:
+            return _parse(argv_or_parser, argv, defaults)
+        except ConfigError as err:
+            _exit_bad_input(err)
+    return _parse(make_parser(add_args, evaluation), argv_or_parser, defaults)
+
+
+def parse_sf_args(
+    argv: list[str] | None = None, evaluation: bool = False
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """Sample Factory's first parsing pass: sf's parser (with the evaluation flags if `evaluation`) and the flags
+    known so far, so that a script can add its own flags to the parser before `parse_full_cfg(parser, argv)`."""
+    parser = make_parser(evaluation=evaluation)
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = make_parser(add_args, evaluation)
+    try:
+        partial, _ = parser.parse_known_args(argv)
+    except argparse.ArgumentError as err:
+        _exit_bad_input(ConfigError(f"{err.argument_name}: {err.message}", flag=err.argument_name))
+    except ConfigError as err:
+        _exit_bad_input(err)
+    return parser, partial
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None, defaults: Defaults | None) -> argparse.Namespace:
+    argv = sys.argv[1:] if argv is None else list(argv)
     flags = _flag_actions(parser)
     base = _parser_defaults(parser)
     cli = _parse_cli(parser, flags, argv)
@@ -691,6 +724,10 @@ def _check_packages(cfg: argparse.Namespace) -> None:
 
     if getattr(cfg, "with_wandb", False) and importlib.util.find_spec("wandb") is None:
         raise ConfigError("--with_wandb=True needs the wandb package: pip install 'sf[wandb]'", flag="--with_wandb")
+    if getattr(cfg, "push_to_hub", False) and importlib.util.find_spec("huggingface_hub") is None:
+        raise ConfigError(
+            "--push_to_hub=True needs the huggingface_hub package: pip install 'sf[huggingface]'", flag="--push_to_hub"
+        )
     if getattr(cfg, "backend", "local") == "ray" and importlib.util.find_spec("ray") is None:
         raise ConfigError("--backend=ray needs the ray package: pip install 'sf[ray]'", flag="--backend")
 
@@ -714,8 +751,12 @@ def main_cfg_or_exit(argv: list[str] | None = None, **kwargs: Any) -> argparse.N
     try:
         return parse_full_cfg(argv, **kwargs)
     except ConfigError as err:
-        print(error_line(err), file=sys.stderr)
-        sys.exit(2)
+        _exit_bad_input(err)
+
+
+def _exit_bad_input(err: ConfigError) -> NoReturn:
+    print(error_line(err), file=sys.stderr)
+    sys.exit(2)
 
 
 def _flag_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -731,9 +772,11 @@ def _parser_defaults(parser: argparse.ArgumentParser) -> dict[str, Any]:
 
 
 def _parse_cli(parser: argparse.ArgumentParser, flags: dict[str, argparse.Action], argv: list[str]) -> dict[str, Any]:
-    """Only the flags present in argv (defaults suppressed), already converted; mutates the parser's defaults."""
+    """Only the flags present in argv (defaults suppressed), already converted; mutates the parser's defaults (and
+    drops those a script set with `parser.set_defaults`, which `_parser_defaults` has already read)."""
     for action in flags.values():
         action.default = argparse.SUPPRESS
+    parser._defaults.clear()
     try:
         namespace, extras = parser.parse_known_args(argv)
     except argparse.ArgumentError as err:

@@ -47,7 +47,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
         180, "sf names a component that misses its heartbeats in the error that ends the run; leave it out"
     ),
     "no_render": Unsupported(True, "sf's evaluation never opens a window; use --save_video to watch the episodes"),
-    "train_script": Unsupported(None, "sf has no model upload that needs the training script's name; leave it out"),
 }
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from argparse import Namespace
 from collections.abc import Callable
 from pathlib import PurePath
 
 from sf.utils.errors import ConfigError
+
+HF_REPOSITORY = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # <user or organization>/<repository>
 
 # (flag, test, allowed values as shown to the user)
 _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
@@ -111,6 +114,19 @@ def validate_cfg(cfg: Namespace) -> None:
             flag="--env_agents",
         )
     _check_cluster(cfg)
+    _check_hub(cfg)
+
+
+def _check_hub(cfg: Namespace) -> None:
+    """The evaluation flags of a push: a repository id the Hub accepts."""
+    if not getattr(cfg, "push_to_hub", False):
+        return
+    repo = cfg.hf_repository
+    if repo is None or not HF_REPOSITORY.fullmatch(repo):
+        raise ConfigError(
+            f"--hf_repository: --push_to_hub=True needs the repository as <user>/<repo>, got {repo!r}",
+            flag="--hf_repository",
+        )
 
 
 def _check_cluster(cfg: Namespace) -> None:

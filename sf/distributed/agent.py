@@ -88,6 +88,9 @@ class AgentSpec:
     env_info: EnvInfo
     envs: RegistrySnapshot  # the env registry, portable (sf.distributed.transfer.portable_registry)
     experiment_dir: str
+    # the model factory, pickled (sf.distributed.transfer.portable_model_factory): loaded in `start`, after the fork
+    # server, since loading it imports torch; None: sf's own parts
+    models: bytes | None = None
 
 
 class NodeAgent:
@@ -121,6 +124,7 @@ class NodeAgent:
         # far pulls torch in), as on the driver's node, instead of after it
         process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
+        from sf.model.factory import model_factory_snapshot, restore_model_factory
         from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
         from sf.runtime.policy_store import SharedPolicyStore
         from sf.runtime.process_start import STOP_SIGNALS
@@ -131,6 +135,8 @@ class NodeAgent:
         spec, cfg = self.spec, self.spec.cfg
         setup_logging(cfg.log_level)
         restore_registry(spec.envs)
+        if spec.models is not None:
+            restore_model_factory(ray.cloudpickle.loads(spec.models))
         self.started_at, self.started_wall = time.monotonic(), time.time()
         num_processes = cfg.num_policies * len(spec.inference_workers) + len(spec.workers)
         self.supervisor = Supervisor(num_processes, cfg.heartbeat_timeout_sec, detached_guard=True)
@@ -175,6 +181,7 @@ class NodeAgent:
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
             ledger=str(self.supervisor.ledger.path),
+            models=model_factory_snapshot(),
         )
         self.supervisor.begin()
         starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]

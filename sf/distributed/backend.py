@@ -20,9 +20,10 @@ from sf.distributed import cluster
 from sf.distributed.agent import AgentSpec
 from sf.distributed.link import LinkContext, NodeLink
 from sf.distributed.placement import Placement, plan
-from sf.distributed.transfer import portable_registry
+from sf.distributed.transfer import portable_model_factory, portable_registry
 from sf.distributed.weights import WeightsPublisher
 from sf.envs.registry import registry_snapshot
+from sf.model.factory import model_factory_snapshot
 from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 log = logging.getLogger("sf")
@@ -76,6 +77,7 @@ class RayPlacement:
             grace_s,
         )
         envs = portable_registry(registry_snapshot())
+        models = portable_model_factory(model_factory_snapshot())
         # a node's processes run in another working directory: relative paths would land elsewhere
         remote_cfg = argparse.Namespace(**vars(self.cfg))
         remote_cfg.profiling = replace(self.cfg.profiling, output_dir=Path(self.cfg.profiling.output_dir).resolve())
@@ -89,6 +91,7 @@ class RayPlacement:
                 shared["env_info"],
                 envs,
                 experiment_dir,
+                models,
             )
             link = NodeLink(group, spec, self.inboxes[group.name], ctx)
             link.start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from sf.envs.registry import RegistrySnapshot
 from sf.runtime.messages import Message
 
 if TYPE_CHECKING:  # the buffers' module imports torch, which a node agent's process must not wait for at its start
+    from sf.model.factory import ModelFactory
     from sf.runtime.buffers import TrajectoryBuffers
 
 OBS_PREFIX = "obs/"
@@ -90,8 +91,8 @@ def put(value: Any) -> list:
 
 
 class ByValue:
-    """An env factory that travels by value: a function defined in a training script's `__main__` can be
-    imported neither by a node agent nor by the processes it starts."""
+    """An env or model factory function that travels by value: a function defined in a training script's `__main__`
+    can be imported neither by a node agent nor by the processes it starts."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
@@ -107,10 +108,20 @@ def _load(data: bytes) -> ByValue:
     return ByValue(ray.cloudpickle.loads(data))
 
 
+def _portable(fn: Callable) -> Callable:
+    return ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn
+
+
 def portable_registry(snapshot: RegistrySnapshot) -> RegistrySnapshot:
     def portable(factories: dict) -> dict:
-        return {
-            name: ByValue(fn) if getattr(fn, "__module__", None) == "__main__" else fn for name, fn in factories.items()
-        }
+        return {name: _portable(fn) for name, fn in factories.items()}
 
     return RegistrySnapshot(portable(snapshot.envs), portable(snapshot.vector_envs), snapshot.shm_names)
+
+
+def portable_model_factory(factory: ModelFactory) -> bytes:
+    """The factory pickled for a node, each function a training script's `__main__` defines sent by value. Bytes, so
+    that the agent's spec loads without the model modules (and torch) they name; the agent loads them in `start`."""
+    return ray.cloudpickle.dumps(
+        replace(factory, **{f.name: _portable(getattr(factory, f.name)) for f in fields(factory)})
+    )

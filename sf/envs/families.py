@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sf.cfg.arguments import main_cfg_or_exit, parse_full_cfg
+from sf.cfg.arguments import AddArgs, main_cfg_or_exit, parse_full_cfg
 
 
 def _load(spec: str | None) -> Any:
@@ -59,11 +59,19 @@ class EnvFamily:
         self.register_envs(cfg.env)
         return cfg
 
-    def cfg_or_exit(self, argv: list[str] | None, evaluation: bool = False) -> argparse.Namespace:
-        """`parse_cfg` for the family's scripts: a bad flag prints `sf: error: ...` and exits with status 2."""
-        cfg = main_cfg_or_exit(
-            argv, add_args=_load(self.add_args), defaults=_load(self.defaults), evaluation=evaluation
-        )
+    def cfg_or_exit(
+        self, argv: list[str] | None, evaluation: bool = False, add_args: AddArgs | None = None
+    ) -> argparse.Namespace:
+        """`parse_cfg` for the family's scripts: a bad flag prints `sf: error: ...` and exits with status 2.
+        `add_args` adds a tool's own flags beside the family's (`sf.export_onnx`'s `--onnx_path`)."""
+        family_args = _load(self.add_args)
+
+        def both(parser: argparse.ArgumentParser) -> None:
+            for add in (family_args, add_args):
+                if add is not None:
+                    add(parser)
+
+        cfg = main_cfg_or_exit(argv, add_args=both, defaults=_load(self.defaults), evaluation=evaluation)
         self.register_envs(cfg.env)
         return cfg
 
@@ -121,6 +129,15 @@ _FAMILIES: dict[str, EnvFamily] = {
             "sf.envs.pettingzoo_env:register_pettingzoo_module",
             register_takes_env=True,
             add_args="sf.envs.pettingzoo_env:add_pettingzoo_args",
+        ),
+        EnvFamily(
+            "custom_model",
+            "collect",
+            "sf_examples.custom_model.train_custom_model",
+            "sf_examples.custom_model.enjoy_custom_model",
+            "sf_examples.custom_model.train_custom_model:register_custom_components",
+            defaults="sf_examples.custom_model.train_custom_model:custom_model_defaults",
+            add_args="sf_examples.custom_model.train_custom_model:add_custom_model_args",
         ),
         EnvFamily(
             "sleepy",

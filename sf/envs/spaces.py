@@ -8,6 +8,7 @@ does no type dispatch; a plain Box or a single Discrete/Box action converts with
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -220,3 +221,35 @@ class ActionConverter:
 
     def __call__(self, flat: np.ndarray) -> Any:
         return self.convert(flat)
+
+
+# the spaces a model is built from -------------------------------------------------------------------
+def obs_space_from_spec(spec: ObsSpec) -> spaces.Dict:
+    """The observations as the model receives them, as a gymnasium Dict (Sample Factory hands its model factories
+    a Dict too): one Box per key, in sf's layout (images channels first, Discrete one-hot), with the bounds of the
+    dtype (uint8: 0-255, float32: unbounded), in `spec` order."""
+    return spaces.Dict(
+        OrderedDict(  # a plain dict would have its keys sorted
+            (key, spaces.Box(0, 255, shape, np.uint8))
+            if np.dtype(dtype) == np.uint8
+            else (key, spaces.Box(-np.inf, np.inf, shape, np.float32))
+            for key, (shape, dtype) in spec.items()
+        )
+    )
+
+
+def obs_spec_of_space(space: spaces.Dict) -> ObsSpec:
+    """The inverse of `obs_space_from_spec`: each key's shape and dtype, in the Dict's order."""
+    return {key: (tuple(sub.shape), np.dtype(sub.dtype)) for key, sub in space.spaces.items()}
+
+
+def action_space_from_spec(spec: ActionSpec) -> Any:
+    """An action space whose flat layout is `spec` (`action_spec_from_space` gives `spec` back): a Discrete, a
+    MultiDiscrete, an unbounded Box, or a Tuple of Discretes and a Box for a mixed action."""
+    box = spaces.Box(-np.inf, np.inf, (spec.continuous_dim,), np.float32)
+    sizes = spec.discrete_sizes
+    if not spec.continuous_dim:
+        return spaces.Discrete(sizes[0]) if len(sizes) == 1 else spaces.MultiDiscrete(list(sizes))
+    if not sizes:
+        return box
+    return spaces.Tuple([*(spaces.Discrete(n) for n in sizes), box])

@@ -8,7 +8,9 @@ Eigen and XLA use for float32 (within 3e-7), at 0.35-0.8 ns an element (`docs/pe
 backward passes stay torch's and work from the output, which in place is all that is kept.
 
 Used for dense float32 CPU tensors of at least `MIN_ELEMENTS` elements; anything else (CUDA, bfloat16 under
-autocast, small tensors whose call overhead would dominate) goes to torch's own functions.
+autocast, small tensors whose call overhead would dominate) goes to torch's own functions, as does a forward pass
+being traced (an ONNX export), which records torch's operators and would not see a kernel's, and a module a user
+compiles with TorchScript.
 """
 
 from __future__ import annotations
@@ -148,8 +150,17 @@ class Activation(nn.Module):
         self.inplace = inplace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _dense_float32_cpu(x):
-            return torch.tanh(x) if self.kind == "tanh" else nn.functional.elu(x, inplace=self.inplace)
+        if torch.jit.is_scripting():  # TorchScript (a model a user scripts) compiles torch's function only
+            return self._torch(x)
+        return self._kernel_or_torch(x)
+
+    def _torch(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) if self.kind == "tanh" else nn.functional.elu(x, inplace=self.inplace)
+
+    @torch.jit.unused
+    def _kernel_or_torch(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_tracing() or not _dense_float32_cpu(x):  # a traced graph (ONNX export) records torch's op
+            return self._torch(x)
         if not self.inplace:
             x = x.clone(memory_format=torch.preserve_format)
         if torch.is_grad_enabled() and x.requires_grad:

@@ -1,11 +1,54 @@
 """Recurrent cores. RNN state travels as one flat float tensor [B, state_size] so buffers and queues stay
 plain tensors: GRU state is the layers' h side by side, LSTM state is all h followed by all c.
+
+`IdentityCore` and `RnnCore` are the model factory's first core (`default_make_core_func`); `ModelCore` is the base
+class of one a user registers instead (Sample Factory's `sample_factory.model.core.ModelCore`).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from sf.model.model_utils import ModelModule
+
+
+def recurrent_state_size(cfg) -> int:
+    """Floats of state one core keeps per env: what `--use_rnn`, `--rnn_type`, `--rnn_size` and `--rnn_num_layers`
+    ask for (h per layer, and c too for an LSTM); none without `--use_rnn`."""
+    if not cfg.use_rnn:
+        return 0
+    return cfg.rnn_size * cfg.rnn_num_layers * (2 if cfg.rnn_type == "lstm" else 1)
+
+
+def step_through(core: nn.Module, x: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+    """`forward_seq` of any core that takes one step at a time: x [N, T, F] from h0 [N, S], one call per step, the
+    state zeroed after each step whose `dones` is 1. Returns [N, T, F2]."""
+    h, outs = h0, []
+    for t in range(x.shape[1]):
+        out, h = core(x[:, t], h)
+        outs.append(out)
+        if t + 1 < x.shape[1]:
+            h = h * (1.0 - dones[:, t]).to(h.dtype).unsqueeze(1)
+    return torch.stack(outs, dim=1)
+
+
+class ModelCore(ModelModule):
+    """Features [B, F] and the state [B, state_size] -> (output [B, get_out_size()], new state [B, state_size]).
+    A registered core factory is called as `factory(cfg, input_size)`. The state is one flat float tensor per env,
+    `recurrent_state_size(cfg)` floats unless the core sets `state_size` itself; the learner runs a core over a
+    trajectory one step at a time unless it overrides `forward_seq`."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.core_output_size = -1  # to be set by the subclass
+        self.state_size = recurrent_state_size(cfg)
+
+    def get_out_size(self) -> int:
+        return self.core_output_size
+
+    def forward_seq(self, x: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        return step_through(self, x, h0, dones)
 
 
 class IdentityCore(nn.Module):
@@ -16,6 +59,9 @@ class IdentityCore(nn.Module):
     def __init__(self, input_size: int):
         super().__init__()
         self.out_size = input_size
+
+    def get_out_size(self) -> int:
+        return self.out_size
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         return x, h if h is not None else x[:, :0]  # [B, 0]: a view, no allocation
@@ -37,6 +83,9 @@ class RnnCore(nn.Module):
         self.num_layers, self.rnn_size = num_layers, rnn_size
         self.out_size = rnn_size
         self.state_size = rnn_size * num_layers * (2 if self.is_lstm else 1)
+
+    def get_out_size(self) -> int:
+        return self.out_size
 
     def _unflatten(self, h: torch.Tensor | None):
         """[B, S] -> what nn.GRU / nn.LSTM take ([L, B, H], or a pair of them)."""
@@ -82,7 +131,8 @@ class RnnCore(nn.Module):
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
 
 
-def create_core(cfg, input_size: int) -> IdentityCore | RnnCore:
+def default_make_core_func(cfg, input_size: int) -> IdentityCore | RnnCore:
+    """The model factory's first core: a GRU or LSTM with `--use_rnn`, features passed through without."""
     if not cfg.use_rnn:
         return IdentityCore(input_size)
     return RnnCore(input_size, cfg.rnn_type, cfg.rnn_size, cfg.rnn_num_layers)

@@ -1,6 +1,8 @@
 """Observation encoders: an MLP for vector keys, a conv trunk plus MLP for image keys, one per key of a dict obs.
 
-Image keys are [C, H, W] float tensors already scaled by `ObsNormalizer`; every other key is flattened.
+Image keys are [C, H, W] float tensors already scaled by `ObsNormalizer`; every other key is flattened. `ObsEncoder`
+is the default entry of the model factory's encoders (`default_make_encoder_func`); `Encoder` is the base class of
+one a user registers instead (Sample Factory's `sample_factory.model.encoder.Encoder`).
 """
 
 from __future__ import annotations
@@ -8,11 +10,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sf.envs.spaces import ObsSpec
-from sf.model.activations import Activation
+from sf.envs.spaces import ObsSpec, obs_spec_of_space
+from sf.model.model_utils import Mlp, ModelModule, activation
 from sf.model.precision import resolve_precision
-
-NONLINEARITIES = ("elu", "relu", "tanh")
+from sf.utils.typing import ObsSpace
 
 # (out_channels, kernel, stride) per conv layer
 _PLAIN_CONVNETS: dict[str, list[tuple[int, int, int]]] = {
@@ -21,27 +22,6 @@ _PLAIN_CONVNETS: dict[str, list[tuple[int, int, int]]] = {
 }
 _IMPALA_CHANNELS = (16, 32, 32)
 CONV_ARCHITECTURES = (*_PLAIN_CONVNETS, "convnet_impala")
-
-
-def activation(name: str, inplace: bool = False) -> nn.Module:
-    """The nonlinearity; `inplace` where its input is a fresh layer output that nothing else reads. ELU and tanh run
-    as numba kernels on the CPU (`sf.model.activations`); in place they keep no second tensor, and their backward
-    works from the output (for ELU without an exp)."""
-    if name not in NONLINEARITIES:
-        raise ValueError(f"--nonlinearity={name!r} is not one of {', '.join(NONLINEARITIES)}")
-    return nn.ReLU(inplace=inplace) if name == "relu" else Activation(name, inplace)
-
-
-class Mlp(nn.Sequential):
-    """Linear layers of the given sizes, each followed by the nonlinearity; no layers means identity."""
-
-    def __init__(self, in_size: int, layer_sizes: list[int], nonlinearity: str):
-        layers: list[nn.Module] = []
-        for size in layer_sizes:
-            layers += [nn.Linear(in_size, size), activation(nonlinearity, inplace=True)]
-            in_size = size
-        super().__init__(*layers)
-        self.out_size = in_size
 
 
 class _ResidualBlock(nn.Module):
@@ -128,11 +108,16 @@ class MlpEncoder(nn.Module):
         return self.mlp(x.flatten(1))
 
 
-class ObsEncoder(nn.Module):
+class Encoder(ModelModule):
+    """Normalized observations (a dict of [B, ...] float tensors, keys as in the observation space) -> features
+    [B, get_out_size()]. A registered encoder factory is called as `factory(cfg, obs_space)`."""
+
+
+class ObsEncoder(Encoder):
     """One encoder per observation key (3-dim keys are images), outputs concatenated in obs_spec order."""
 
     def __init__(self, obs_spec: ObsSpec, cfg):
-        super().__init__()
+        super().__init__(cfg)
         self.keys = list(obs_spec)
         self.encoders = nn.ModuleList(
             ConvEncoder(key, tuple(shape), cfg) if len(shape) == 3 else MlpEncoder(tuple(shape), cfg)
@@ -140,7 +125,15 @@ class ObsEncoder(nn.Module):
         )
         self.out_size = sum(enc.out_size for enc in self.encoders)
 
+    def get_out_size(self) -> int:
+        return self.out_size
+
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         if len(self.keys) == 1:
             return self.encoders[0](obs[self.keys[0]])
         return torch.cat([enc(obs[key]) for key, enc in zip(self.keys, self.encoders)], dim=1)
+
+
+def default_make_encoder_func(cfg, obs_space: ObsSpace) -> Encoder:
+    """The model factory's first encoder: MLPs for vector keys, conv trunks for image keys."""
+    return ObsEncoder(obs_spec_of_space(obs_space), cfg)

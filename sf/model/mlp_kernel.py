@@ -8,11 +8,12 @@ whole request in one call, reading the observations from the buffers and writing
 distribution parameters, values and the policy version straight back (`docs/performance.md`, section 15).
 
 It serves `ActorCritic` models whose encoder is one MLP over one float vector observation, with no recurrent core
-and shared actor and critic weights: `MlpPolicyKernel.of(model)` returns None for any other model, whose inference
-stays in torch. Everything the step reads (weights transposed so that the inner loop runs over contiguous outputs,
-biases, observation and return statistics, the learned log stddev) is packed into one float32 array, copied from
-the model whenever the policy version changes: the learner's updates reach the kernel when they reach the torch
-model, and a call unboxes a dozen arguments instead of thirty.
+and shared actor and critic weights, all built by sf's own factory functions: `MlpPolicyKernel.of(model)` returns None
+for any other model (one with a part a user registered among them), whose inference stays in torch. Everything the
+step reads (weights transposed so that the inner loop runs over contiguous outputs, biases, observation and return
+statistics, the learned log stddev) is packed into one float32 array, copied from the model whenever the policy
+version changes: the learner's updates reach the kernel when they reach the torch model, and a call unboxes a dozen
+arguments instead of thirty.
 """
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ class MlpPolicyKernel:
 
     @staticmethod
     def of(model: nn.Module) -> MlpPolicyKernel | None:
-        """The kernel for `model`, or None when it is not a single-branch MLP policy over one float vector."""
-        if not isinstance(model, ActorCritic) or len(model.encoders) != 1:
+        """The kernel for `model`, or None when it is not sf's single-branch MLP policy over one float vector."""
+        if type(model) is not ActorCritic or model.custom_parts or len(model.encoders) != 1:
             return None
         encoders = model.encoders[0].encoders
         if (

@@ -14,7 +14,9 @@ from sf.model.pixel_kernels import hwc_array, uint8_affine_channels_last, uint8_
 
 
 def _module_name(key: str) -> str:
-    return key.replace(".", "__")  # nested obs keys ("a.b") cannot be module names as they are
+    """Nested obs keys ("a.b") cannot be module names as they are, nor keys that name a ModuleDict method ("items")."""
+    name = key.replace(".", "__")
+    return f"{name}_" if hasattr(nn.ModuleDict, name) else name
 
 
 class ObsNormalizer(nn.Module):
@@ -54,7 +56,8 @@ class ObsNormalizer(nn.Module):
         return {key: self._normalize(key, x) for key, x in obs.items()}
 
     def _is_cpu_image(self, key: str, x: torch.Tensor) -> bool:
-        return key in self.uint8_keys and x.dim() == 4 and x.device.type == "cpu"
+        """A batch the numba kernels take; not while traced (an ONNX export records torch's operators only)."""
+        return key in self.uint8_keys and x.dim() == 4 and x.device.type == "cpu" and not torch.jit.is_tracing()
 
     def _normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         stats = self._stats_by_key.get(key)

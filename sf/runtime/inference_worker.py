@@ -4,14 +4,19 @@ log-probs, values and next RNN states straight into the trajectory buffers, tell
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 
+from sf.model.factory import custom_model_parts
 from sf.model.mlp_kernel import MlpPolicyKernel, seed_sampling
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import Actions, PolicyRequest
 from sf.utils.roles import Role, inference_worker_name, rollout_worker_name
+
+log = logging.getLogger("sf")
 
 
 class InferenceWorker(Component):
@@ -54,6 +59,12 @@ class InferenceWorker(Component):
         self.version_flat = t["policy_version"].view(-1)
         self.use_rnn = buffers.layout.rnn_state_size > 0
         self.kernel = _kernel(cfg, model, self.device)
+        custom = custom_model_parts(model)
+        if custom and cfg.mlp_inference_kernel and policy_id == 0 and worker_idx == 0:  # one of these per run
+            log.info(
+                "the numba MLP inference kernel steps aside for the custom model (%s): inference runs in torch",
+                ", ".join(custom),
+            )
         if self.kernel is not None:
             self.obs_np_flat, self.out_np = _kernel_views(buffers, T)
             self.kernel.compile(self.obs_np_flat, T, self.out_np)  # while the process starts, not mid-run
@@ -104,7 +115,7 @@ class InferenceWorker(Component):
                     obs = {k: v.to(self.device, non_blocking=True) for k, v in obs.items()}
                     rnn = rnn.to(self.device, non_blocking=True) if rnn is not None else None
                 obs = self.model.normalize_obs(obs)
-            with timing.add_time("forward"):
+            with timing.add_time("forward"), self.model.parts_timed_by(timing):
                 out = self.model(obs, rnn)
             with timing.add_time("prepare_outputs"):
                 with timing.add_time("to_cpu"):

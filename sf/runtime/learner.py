@@ -93,10 +93,11 @@ class Learner(Component):
         if self.cfg.sampling_only:
             self._discard(dropped)
             return
-        with self.timing.add_time("prepare_batch"):
-            data = self._prepare(batch)
-        with self.timing.add_time("train"):
-            stats = self._train(data)
+        with self.model.parts_timed_by(self.timing):  # a part a user registered is a row of this tree
+            with self.timing.add_time("prepare_batch"):
+                data = self._prepare(batch)
+            with self.timing.add_time("train"):
+                stats = self._train(data)
         with self.timing.add_time("after_optimizer"):
             self.version += 1
             self.store.publish(self.model, self.version)

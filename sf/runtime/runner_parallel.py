@@ -36,6 +36,7 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.envs.spaces import EnvInfo
+from sf.model.factory import model_factory_snapshot, restore_model_factory
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
@@ -147,6 +148,7 @@ def run_parallel(
         device=device,
         experiment_dir=str(experiment.dir),
         envs=registry_snapshot(),
+        models=model_factory_snapshot(),
         resume={p: loaded.path for p, loaded in resume.items()},
         ledger=str(supervisor.ledger.path),
         incarnations=incarnations,
@@ -312,6 +314,7 @@ def _process_main(kind: str, a: int, b: int | None, shared: dict, slot: int) -> 
     if cfg.seed is None:  # forked from one server, every process would inherit its generator: explore alike
         torch.manual_seed(int.from_bytes(os.urandom(8), "little"))
     restore_registry(shared["envs"])
+    restore_model_factory(shared["models"])
     if _profiled_kind(cfg, kind) != "rollout":
         resources.start_gpu_meter(shared["device"], cfg.profiling_cuda_sync)
     queues = shared["queues"]

@@ -1,0 +1,111 @@
+"""A script written for Sample Factory 2.1.1's public API (tests/sample_factory_scripts/) under sf, its imports changed
+by the table of docs/customizing.md and nothing else: it trains its custom encoder, the encoder is a row of the
+learner's and the inference worker's trees, the MLP kernel says once that it steps aside, its enjoy script plays the
+checkpoint, and the profile report and live view read the run. Slow: the same in a parallel run (the fork server's
+children build the encoder a script's `__main__` registered), and the original script under Sample Factory itself
+when SAMPLE_FACTORY_PYTHON names a Python that has it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+from sample_factory_imports import SCRIPTS, import_table, rewrite, run_script, write_rewritten_scripts
+
+from sf.analysis.cli import run_report
+from sf.analysis.top import main as top_main
+
+ENCODER = "PoolingEncoder"
+
+
+def test_every_row_of_the_table_names_what_sf_has():
+    table = import_table()
+    assert len(table) >= 20
+    missing = [
+        f"{module}.{name}" for (_, name), module in table.items() if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
+
+
+def test_the_rewrite_changes_the_sample_factory_imports_and_nothing_else():
+    original = (SCRIPTS / "train_collect.py").read_text().splitlines()
+    rewritten = rewrite((SCRIPTS / "train_collect.py").read_text(), import_table()).splitlines()
+    changed = [(a, b) for a, b in zip(original, rewritten) if a != b]
+    assert len(original) == len(rewritten) and changed
+    assert all(a.startswith("from sample_factory.") and b.startswith("from sf.") for a, b in changed)
+    with pytest.raises(KeyError, match="no row for Runner of sample_factory.algo.runners.runner"):
+        rewrite("from sample_factory.algo.runners.runner import Runner\n", import_table())
+
+
+def test_a_script_written_for_sample_factory_trains_its_encoder_under_sf(custom_model_run):
+    _, exp, output = custom_model_run
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 8192
+    assert list((exp / "checkpoint_p0").glob("checkpoint_*.pth"))
+    trees = {name: entry["tree"] for name, entry in json.loads((exp / "profile.json").read_text()).items()}
+    learner = trees["Learner 0"]["train"]["children"]["calculate_losses"]["children"]["forward_head"]["children"]
+    inference = trees["InferenceWorker_p0-w0"]["one_step"]["children"]["handle_policy_step"]["children"]["forward"]
+    assert learner[ENCODER]["time"] > 0 and inference["children"][ENCODER]["time"] > 0
+    notes = [line for line in output.splitlines() if "steps aside" in line]
+    assert len(notes) == 1 and notes[0].endswith(f"for the custom model (encoder {ENCODER}): inference runs in torch")
+
+
+def test_its_enjoy_script_plays_the_checkpoint(custom_model_run, monkeypatch, sf_log):
+    scripts, exp, _ = custom_model_run
+    monkeypatch.syspath_prepend(str(scripts))
+    argv = ["--env=collect", f"--train_dir={exp.parent}", "--experiment=collect", "--max_num_episodes=2"]
+    monkeypatch.setattr(sys, "argv", ["enjoy_collect", *argv])
+    assert importlib.import_module("enjoy_collect").main() == 0
+    newest = max((exp / "checkpoint_p0").glob("checkpoint_*.pth")).stem.split("_")  # checkpoint_<version>_<frames>
+    assert f"loaded policy version {int(newest[1])} ({int(newest[2])} env frames)" in sf_log
+    assert len([line for line in sf_log if line.startswith("episode ")]) == 2
+
+
+def test_the_report_and_the_live_view_read_a_custom_model_run(custom_model_run, capsys):
+    _, exp, _ = custom_model_run
+    report = json.loads(run_report(exp, as_json=True))
+    assert {c["name"] for c in report["components"]} >= {"Learner 0", "InferenceWorker_p0-w0"}
+    assert report["verdict"]
+    assert top_main([str(exp), "--once"]) == 0
+    frame = capsys.readouterr().out  # a component's row needs two of its snapshots (one a second in this run)
+    assert "finished (ok)" in frame and "Learner 0" in frame and "Inference p0-w0" in frame, frame
+
+
+@pytest.mark.slow
+def test_a_parallel_run_builds_the_encoder_a_script_registered_in_every_process(tmp_path):
+    """The script run as a program: its `__main__` registers the encoder, and each component process, forked from
+    the server, rebuilds it from the factory the run handed over."""
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = ["--env=collect", "--num_workers=2", "--inference_placement=own_process", "--train_for_env_steps=8192"]
+    result = run_script(scripts / "train_collect.py", [*flags, f"--train_dir={tmp_path}", "--experiment=p"], tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    trees = json.loads((tmp_path / "p" / "profile.json").read_text())
+    assert ENCODER in json.dumps(trees["Learner 0"]["tree"]) and ENCODER in json.dumps(
+        trees["InferenceWorker_p0-w0"]["tree"]
+    )
+    assert (result.stdout + result.stderr).count("steps aside") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("SAMPLE_FACTORY_PYTHON" not in os.environ, reason="SAMPLE_FACTORY_PYTHON names no Sample Factory")
+def test_the_original_script_runs_under_sample_factory(tmp_path):
+    python = os.environ["SAMPLE_FACTORY_PYTHON"]
+    statements = "\n".join(f"from {module} import {name}" for module, name in import_table())
+    check = subprocess.run([python, "-c", statements], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stderr[-2000:]  # the left column is Sample Factory's public API
+    result = subprocess.run(
+        [python, "-m", "train_collect", "--env=collect", "--device=cpu", "--num_workers=2"]
+        + ["--train_for_env_steps=8192", f"--train_dir={tmp_path}", "--experiment=sample_factory"],
+        cwd=SCRIPTS,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(SCRIPTS)])),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert list((tmp_path / "sample_factory" / "checkpoint_p0").glob("*.pth"))
