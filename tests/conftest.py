@@ -154,7 +154,7 @@ def custom_model_run(tmp_path_factory) -> tuple[Path, Path, str]:
     scripts = write_rewritten_scripts(tmp_path_factory.mktemp("sample_factory_scripts"))
     train_dir = tmp_path_factory.mktemp("custom_model_run")
     result = subprocess.run(
-        [sys.executable, "-m", "train_collect", "--env=collect", "--serial_mode=True", "--train_for_env_steps=8192"]
+        [sys.executable, "-m", "train_collect", "--env=collect", "--serial_mode=True", "--train_for_env_steps=16384"]
         + ["--experiment_summaries_interval=1", "--seed=1", f"--train_dir={train_dir}", "--experiment=collect"],
         cwd=scripts,
         env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(scripts)])),
