@@ -38,8 +38,8 @@ def test_the_rewrite_changes_the_sample_factory_imports_and_nothing_else():
     changed = [(a, b) for a, b in zip(original, rewritten) if a != b]
     assert len(original) == len(rewritten) and changed
     assert all(a.startswith("from sample_factory.") and b.startswith("from sf.") for a, b in changed)
-    with pytest.raises(KeyError, match="no row for Runner of sample_factory.algo.runners.runner"):
-        rewrite("from sample_factory.algo.runners.runner import Runner\n", import_table())
+    with pytest.raises(KeyError, match="no row for Learner of sample_factory.algo.learning.learner"):
+        rewrite("from sample_factory.algo.learning.learner import Learner\n", import_table())
 
 
 def test_a_script_written_for_sample_factory_trains_its_encoder_under_sf(custom_model_run):
@@ -109,3 +109,24 @@ def test_the_original_script_runs_under_sample_factory(tmp_path):
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert list((tmp_path / "sample_factory" / "checkpoint_p0").glob("*.pth"))
+
+
+def test_a_multi_agent_script_with_an_observer_and_extra_stats_runs_under_sf(tmp_path):
+    """tests/sample_factory_scripts/train_same_sign.py: every hook of its observer is called (those of the start and
+    the stop once), its own scalar reaches TensorBoard, and the env's true objective and extra statistic its
+    summary, every agent's episodes counted."""
+    from conftest import read_scalars
+
+    scripts = write_rewritten_scripts(tmp_path)
+    args = ["--env=same_sign", "--serial_mode=True", "--train_for_seconds=6", "--seed=1"]  # past the first summaries, 5 s in
+    result = run_script(scripts / "train_same_sign.py", [*args, f"--train_dir={tmp_path}", "--experiment=s"], tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    observed = json.loads((tmp_path / "s" / "observed.json").read_text())
+    assert observed["on_init"] == observed["on_start"] == observed["on_stop"] == 1, observed
+    assert observed["on_training_step"] >= 3 and observed["extra_summaries"] >= 1, observed
+    assert read_scalars(tmp_path / "s")["observed/training_steps"]
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert 0.0 <= summary["episode_extra_stats"]["0"]["both_right"] <= 1.0
+    assert 0.0 <= summary["avg_true_objective"]["0"] <= 10.0
+    frames = summary["env_frames"]["0"]
+    assert summary["num_episodes"] >= frames // 10 - 16  # each agent's episodes of 10 steps, a few unfinished

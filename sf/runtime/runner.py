@@ -312,7 +312,8 @@ class Runner(Component):
             if p == 0 and self.healer is not None:
                 scalars["perf/component_restarts"] = len(self.healer.done)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
-            self.observers.call("extra_summaries", self, p, self.experiment.writer(p), progress.env_steps[p])
+            if not self.observers.stopped:
+                self.observers.call("extra_summaries", self, p, self.experiment.writer(p), progress.env_steps[p])
         self.experiment.flush_scalars()
 
     def _progress_record(self, now: float, fps: list[float], recent: dict[int, tuple[dict, dict]]) -> dict:
@@ -369,9 +370,9 @@ class Runner(Component):
     def finish(self) -> dict:
         """Print every profile tree in contract order under its resources header, then the Collected line;
         write profile and summary."""
-        self._stop_observers()
         self._write_train_scalars()
-        self._report()
+        self._report()  # its summaries reach the observers' `extra_summaries` before their `on_stop`
+        self._stop_observers()
         tree = self.timing.to_dict()
         lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
         self.on_profile(
