@@ -26,7 +26,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 
 test-slow: venv
 	$(PY) -m pytest -q -m slow -o addopts="--benchmark-disable"

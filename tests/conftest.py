@@ -93,10 +93,11 @@ def shm_before():
 
 def shm_leaked(before: set[str]) -> set[str]:
     """/dev/shm entries that appeared since `before` and that no live process holds: what a run left behind.
-    (Entries other runs on the machine hold meanwhile are theirs, not leaks.)"""
+    (Entries other runs on the machine hold meanwhile are theirs, not leaks; nor are the files tests make on purpose
+    as other programs' files, which a test running beside this one may have left there: their names say `foreign`.)"""
     from sf.runtime.orphans import shm_files, shm_inodes
 
-    new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before}
+    new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before if "foreign" not in name}
     if not new:
         return set()
     pids = [int(proc.name) for proc in Path("/proc").glob("[0-9]*")]

@@ -232,6 +232,7 @@ def test_cpu_check_runs_every_step(tmp_path, shm_before):
     assert not shm_leaked(shm_before)
 
 
+@pytest.mark.slow  # a run that trains until its 15-second window closes
 def test_sigterm_stops_the_run_in_progress_and_keeps_the_summary(tmp_path, shm_before):
     """`timeout` or a scheduler ending the check: the training run it started stops with it, and the summary on disk
     says the check was interrupted."""

@@ -26,6 +26,9 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+# the runs of conftest's session fixtures: built once, by the one pytest-xdist worker that runs every test reading them
+pytestmark = pytest.mark.xdist_group("shared_runs")
+
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 MARK = re.compile(r"<!-- output: ([a-z_ ()]+) -->\s*$")

@@ -117,18 +117,6 @@ def test_rollout_and_inference_workers_killed_or_stopped_are_restarted_until_the
     assert not shm_leaked(shm_before)
 
 
-def test_with_restarts_off_a_killed_rollout_worker_ends_the_run_as_before(tmp_path, run):
-    proc = run(*FAST, "--restart_failed_components=False", "--train_for_env_steps=100000000", "--experiment=off")
-    lines: list[str] = []
-    read_until(proc, r"Fps is", lines)
-    os.kill(started_pids(lines)["RolloutWorker_w1"], signal.SIGKILL)
-    rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 1, rest[-3000:]
-    summary = json.loads((tmp_path / "off" / "summary.json").read_text())
-    assert summary["error"] == "RolloutWorker_w1 exited with code -9 (SIGKILL)"
-    assert summary["component_restarts"] == []
-
-
 def test_a_serial_run_restarts_a_rollout_worker_whose_env_raised_and_trains_to_the_end(tmp_path, run):
     proc = run(
         "--env=fails_once", "--serial_mode=True", "--num_workers=2", "--num_envs_per_worker=4", "--rollout=16",

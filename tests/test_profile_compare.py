@@ -14,6 +14,9 @@ from sf.profiling.series import SERIES_FILE
 from sf_examples.profiling.induced_bottlenecks import CASES, run_case
 from tests.conftest import ROOT
 
+# the runs of conftest's session fixtures: built once, by the one pytest-xdist worker that runs every test reading them
+pytestmark = pytest.mark.xdist_group("shared_runs")
+
 SLEEPY = CASES["simulation"]
 
 

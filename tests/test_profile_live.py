@@ -19,6 +19,9 @@ from sf.profiling.series import snapshot_from_record
 from sf.profiling.tb_layout import layout
 from tests.conftest import ROOT, read_scalars
 
+# the runs of conftest's session fixtures: built once, by the one pytest-xdist worker that runs every test reading them
+pytestmark = pytest.mark.xdist_group("shared_runs")
+
 SWITCH_T = 20.0  # the hand-made run turns from simulation-bound to learner-bound here
 CONFIG = {"num_workers": 2, "num_envs_per_worker": 8, "worker_num_splits": 2, "policy_workers_per_policy": 1}
 CONFIG |= {"inference_placement": "own_process", "batch_size": 1024, "num_epochs": 1, "serial_mode": False}

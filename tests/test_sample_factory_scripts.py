@@ -20,6 +20,9 @@ from sample_factory_imports import SCRIPTS, import_table, rewrite, run_script, w
 from sf.analysis.cli import run_report
 from sf.analysis.top import main as top_main
 
+# the runs of conftest's session fixtures: built once, by the one pytest-xdist worker that runs every test reading them
+pytestmark = pytest.mark.xdist_group("shared_runs")
+
 ENCODER = "PoolingEncoder"
 
 

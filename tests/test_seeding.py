@@ -12,7 +12,9 @@ from conftest import ROOT
 TESTS = Path(__file__).parent
 
 
-@pytest.mark.parametrize("placement", ["rollout_worker", "own_process"])
+@pytest.mark.parametrize(
+    "placement", ["rollout_worker", pytest.param("own_process", marks=pytest.mark.slow)]
+)  # the seeding is the same for every kind of process: the default suite runs the default placement
 def test_two_workers_first_actions_differ_when_no_seed_is_given(tmp_path, placement):
     result = subprocess.run(
         [

@@ -152,7 +152,7 @@ threading.Event().wait()
 def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_with_its_children():
     """As Ray ends a node agent: the process and every child of it killed at once. The detached guard is no child
     of it, so it survives to unlink the names it was handed."""
-    owned = f"/dev/shm/sf_guard_test_{os.getpid()}"
+    owned = f"/dev/shm/sf_guard_test_foreign_{os.getpid()}"  # `foreign`: out of other tests' leak checks
     main = subprocess.Popen([sys.executable, "-c", OWNER, owned], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         private = Path(main.stdout.readline().strip())

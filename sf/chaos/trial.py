@@ -346,7 +346,7 @@ def _make_foreign_files(index: int) -> list[Path]:
     paths = [
         Path(f"/dev/shm/sf_chaos_foreign_{os.getpid()}_{index}"),
         Path(f"/dev/shm/sf_chaos_foreign_old_{os.getpid()}_{index}"),
-        Path(f"/dev/shm/torch_{os.getpid()}_{index}_0"),
+        Path(f"/dev/shm/torch_{os.getpid()}_foreign{index}_0"),
     ]
     for path in paths:
         path.write_bytes(b"not the run's")
