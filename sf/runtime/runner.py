@@ -371,8 +371,7 @@ class Runner(Component):
         write profile and summary."""
         self._write_train_scalars()
         self._report()  # its summaries reach the observers' `extra_summaries` before their `on_stop`
-        with self.timing.add_time(self.timing_base):  # the hooks' scope, as during the run
-            self._stop_observers()
+        self._stop_observers()  # timed beside `main_loop`, which must end with the loop (the breakdown's window)
         tree = self.timing.to_dict()
         lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
         self.on_profile(
