@@ -1,10 +1,12 @@
 """A training entry point whose rollout worker 0, after a few hundred steps, takes every queue lock its process can
 reach, says so on its output (`locks taken: N`) and waits there to be killed: the worst moment for a component to
-die (the policy store has no lock: `sf.runtime.policy_store`)."""
+die (the policy store has no lock: `sf.runtime.policy_store`). It does so once a run: the experiment folder keeps a
+mark, so the worker started in its place trains on."""
 
 import gc
 import sys
 import threading
+from pathlib import Path
 
 import faster_fifo
 import gymnasium as gym
@@ -21,14 +23,16 @@ def take_every_lock() -> int:
 
 
 class LockHoldingCartPole(gym.Wrapper):
-    def __init__(self, env, hold_after: int):
+    def __init__(self, env, hold_after: int, mark: Path):
         super().__init__(env)
         self.steps = 0
         self.hold_after = hold_after
+        self.mark = mark
 
     def step(self, action):
         self.steps += 1
-        if self.steps == self.hold_after:
+        if self.steps == self.hold_after and not self.mark.exists():
+            self.mark.touch()
             taken = take_every_lock()
             print(f"locks taken: {taken}", flush=True)
             threading.Event().wait()  # until killed
@@ -38,7 +42,8 @@ class LockHoldingCartPole(gym.Wrapper):
 def make_env(full_env_name, cfg, env_config=None, render_mode=None):
     # only the first env of rollout worker 0 holds the locks; the probe env (env_id -1) and the others never do
     holds = env_config is not None and env_config.worker_index == 0 and env_config.env_id == 0
-    return LockHoldingCartPole(gym.make("CartPole-v1"), 300 if holds else -1)
+    mark = Path(cfg.train_dir, cfg.experiment, "locks_were_taken")
+    return LockHoldingCartPole(gym.make("CartPole-v1"), 300 if holds else -1, mark)
 
 
 if __name__ == "__main__":

@@ -35,12 +35,18 @@ RESTARTED = r"\] (\S+) \(pid (\d+)\) restarted as pid (\d+) after: (.*) \(restar
 
 
 def _frames(exp: Path) -> int:
-    """The newest frame count in the live feed (every component's snapshot carries it, about every second)."""
+    """The newest frame count in the live feed (each component's snapshot and the runner's progress line carry it)."""
     try:
         lines = (exp / "profile_live.jsonl").read_text().splitlines()
     except OSError:
         return 0
-    frames = [json.loads(line).get("frames") for line in lines[-20:] if line.startswith("{")]
+    frames = []
+    for line in lines[-20:]:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the line being written
+            continue
+        frames.append(record.get("frames", record.get("progress", {}).get("frames")))
     return max((f for f in frames if isinstance(f, int)), default=0)
 
 
