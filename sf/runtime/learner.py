@@ -412,8 +412,7 @@ class Learner(Component):
 
     def set_hyperparameters(self, values: dict) -> None:
         """Train with these values from the next iteration on: the losses and GAE read them from this learner's
-        config, Adam's from its parameter groups. A new learning rate is the constant schedule's rate, the linear
-        decay's starting point; the KL-adaptive schedules go on from where they are, as in Sample Factory."""
+        config, Adam's from its parameter groups, the learning rate from its schedule (`set_base`)."""
         unknown = sorted(set(values) - set(PER_POLICY_HYPERPARAMETERS))
         if unknown:
             raise ValueError(f"{self.name}: not a per-policy hyperparameter: {', '.join(unknown)}")
@@ -422,8 +421,8 @@ class Learner(Component):
         for group in self.optimizer.param_groups:
             group["betas"] = (self.cfg.adam_beta1, self.cfg.adam_beta2)
             group["eps"] = self.cfg.adam_eps
-        if "learning_rate" in values and self.cfg.lr_schedule in ("constant", "linear_decay"):
-            self.lr_schedule.initial_lr = float(values["learning_rate"])
+        if "learning_rate" in values:
+            self.lr_schedule.set_base(values["learning_rate"])
             self._set_lr(self.lr_schedule.value(self.env_steps))
 
     def _on_share_weights(self, msg: ShareWeights) -> None:
