@@ -118,7 +118,12 @@ def test_a_multi_agent_script_with_an_observer_and_extra_stats_runs_under_sf(tmp
     from conftest import read_scalars
 
     scripts = write_rewritten_scripts(tmp_path)
-    args = ["--env=same_sign", "--serial_mode=True", "--train_for_seconds=6", "--seed=1"]  # past the first summaries, 5 s in
+    args = [
+        "--env=same_sign",
+        "--serial_mode=True",
+        "--train_for_seconds=6",
+        "--seed=1",
+    ]  # past the first summaries, 5 s in
     result = run_script(scripts / "train_same_sign.py", [*args, f"--train_dir={tmp_path}", "--experiment=s"], tmp_path)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     observed = json.loads((tmp_path / "s" / "observed.json").read_text())

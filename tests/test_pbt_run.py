@@ -1,0 +1,86 @@
+"""A population trained as a user runs one, serially: replacements and mutations in the log, the per-policy files,
+TensorBoard and summary.json agree with one another, and a resumed run starts from the files."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+from conftest import read_scalars, run_sf
+
+from sf.pbt.mutation import tuned
+
+FLAGS = [
+    "--env=CartPole-v1",
+    "--serial_mode=True",
+    "--num_policies=4",
+    "--with_pbt=True",
+    "--pbt_start_mutation=1024",
+    "--pbt_period_env_steps=1024",
+    "--pbt_replace_reward_gap=0",
+    "--pbt_replace_reward_gap_absolute=0",
+    "--pbt_mutation_rate=0.5",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "16",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--rollout=32",
+    "--batch_size=256",
+    "--seed=3",
+]
+REPLACED = re.compile(r"PBT: policy (\d) \(true_objective [\d.-]+\) took policy (\d)'s weights.*version (\d+)")
+MUTATED = re.compile(r"PBT: policy (\d) mutates (.+)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    train_dir = tmp_path_factory.mktemp("pbt")
+    result = run_sf([*FLAGS, "--train_for_env_steps=6144", f"--train_dir={train_dir}", "--experiment=pop"])
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return train_dir / "pop", result.stdout + result.stderr
+
+
+def test_every_replacement_and_mutation_is_a_log_line_a_scalar_and_in_the_summary(population):
+    exp, log = population
+    summary = json.loads((exp / "summary.json").read_text())
+    policies = summary["population"]["policies"]
+    replaced = REPLACED.findall(log)
+    assert replaced, log[-3000:]
+    for target, source, version in replaced:
+        assert {"source": int(source), "version": int(version)}.items() <= next(
+            r for r in policies[target]["replacements"] if r["version"] == int(version)
+        ).items()
+    mutations = {p: sum(line.count(" -> ") for q, line in MUTATED.findall(log) if q == p) for p in "0123"}
+    assert mutations["0"] == 0  # the reference policy is never mutated
+    assert {p: policies[p]["mutations"] for p in "0123"} == mutations
+    for p in range(4):
+        scalars = read_scalars(exp, p)
+        assert scalars["pbt/replacements"][-1] == len(policies[str(p)]["replacements"])
+        assert scalars["pbt/mutations"][-1] == policies[str(p)]["mutations"]
+        for name, value in policies[str(p)]["hyperparameters"].items():
+            assert scalars[f"pbt/{name}"][-1] == pytest.approx(value, rel=1e-6)
+    objectives = {p: policies[p]["objective"] for p in policies}
+    assert objectives == {p: pytest.approx(v) for p, v in summary["avg_true_objective"].items()}
+    assert sorted(policies, key=lambda p: policies[p]["rank"]) == sorted(objectives, key=lambda p: -objectives[p])
+
+
+def test_the_files_hold_each_policys_values_and_a_resume_starts_from_them(population, tmp_path):
+    exp, _ = population
+    summary = json.loads((exp / "summary.json").read_text())
+    for p, entry in summary["population"]["policies"].items():
+        held = json.loads((exp / f"policy_{int(p):02d}_cfg.json").read_text())
+        assert held == entry["hyperparameters"] and set(held) == set(tuned(SimpleNamespace(pbt_optimize_gamma=False)))
+        assert json.loads((exp / f"policy_{int(p):02d}_reward_shaping.json").read_text()) is None
+    # a resume whose steps start later than it trains: the values it ends with are the ones it read
+    result = run_sf(
+        [*FLAGS, "--train_for_env_steps=8192", "--pbt_start_mutation=100000", f"--train_dir={exp.parent}",
+         "--experiment=pop"]
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    resumed = json.loads((exp / "summary.json").read_text())["population"]["policies"]
+    assert {p: v["hyperparameters"] for p, v in resumed.items()} == {
+        p: v["hyperparameters"] for p, v in summary["population"]["policies"].items()
+    }
