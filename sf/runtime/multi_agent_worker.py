@@ -16,6 +16,7 @@ has ended on the same step. Either way an agent changes policy where a trajector
 
 from __future__ import annotations
 
+import random
 import time
 
 from sf.envs import EnvConfig
@@ -39,7 +40,8 @@ class MultiAgentRolloutWorker(RolloutWorker):
         self.returned: dict[int, int] = {}  # group -> slots of it released so far
         cfg = self.cfg
         self.mixing = cfg.pbt_mix_policies_in_one_env and cfg.num_policies > 1 and cfg.async_rl
-        self.mapping = PolicyMapping(cfg.num_policies, agents, self.rng) if self.mixing else None
+        seed = None if cfg.seed is None else cfg.seed * 7919 + 104_729 + self.idx
+        self.mapping = PolicyMapping(cfg.num_policies, agents, random.Random(seed)) if self.mixing else None
         self.agent_policy = [0] * rows  # the policy each agent acts for
         self.agent_pending_policy = [0] * rows  # the policy that collected each agent's finished trajectory
         self.agent_next_policy = [0] * rows  # what the agent acts for from its next trajectory on
