@@ -131,8 +131,11 @@ def test_enjoy_plays_an_episode_and_writes_a_video(tmp_path):
 
 def test_enjoy_without_an_experiment_fails_clearly(tmp_path):
     result = run_sf(["--env=doom_basic", "--experiment=missing", f"--train_dir={tmp_path}"], module=ENJOY, timeout=60)
-    assert result.returncode != 0
-    assert "config.json missing" in result.stdout + result.stderr
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip().startswith("sf: error: --experiment: no experiment at")
+        and "no config.json" in result.stderr
+    )
 
 
 def test_defaults_follow_the_machine():

@@ -253,7 +253,6 @@ class Runner(Component):
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
-        self.observers.stop(self)
         self.stop.ask(status, error)
         if self.on_stop_request is not None:
             self.on_stop_request()
@@ -376,8 +375,8 @@ class Runner(Component):
         }
 
     def _stop_observers(self) -> None:
-        """`on_stop` for a run that ended without a stop request (interrupted, or its loop failed); a hook that fails
-        here fails the run, and the outputs are still written."""
+        """`on_stop`, once the components have stopped and the last summaries went out; a hook that fails here fails
+        the run, and the outputs are still written."""
         try:
             self.observers.stop(self)
         except Exception:
@@ -398,7 +397,8 @@ class Runner(Component):
         write profile and summary."""
         self._write_train_scalars()
         self._report()  # its summaries reach the observers' `extra_summaries` before their `on_stop`
-        self._stop_observers()
+        with self.timing.add_time(self.timing_base):  # the hooks' scope, as during the run
+            self._stop_observers()
         tree = self.timing.to_dict()
         lifetime = tree["main_loop"]["time"] if "main_loop" in tree else 0.0
         self.on_profile(
