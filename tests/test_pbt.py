@@ -291,18 +291,18 @@ def test_the_observer_sends_every_policys_values_first_and_steps_each_policy_eve
     assert runner.messages == [] and population.last_step == [2100] * 4
     runner.policy_avg_stats["true_objective"] = [[10.0], [50.0], [30.0], [20.0]]  # best 1, worst 0
     runner.env_steps = {0: 3101, 1: 3000, 2: 3000, 3: 3000}
-    population.on_training_step(runner, 3)
+    with caplog.at_level(logging.INFO, "sf"):
+        population.on_training_step(runner, 3)
+    assert "PBT: policy 0 (true_objective 10.000) takes policy 1's weights" in caplog.text
     # policy 0 is due: the worst, 40 from the best: it takes policy 1's weights; nobody else is due
     assert runner.messages == [(learner_name(1), ShareWeights())]
     assert population.replacements == [0, 0, 0, 0]
     before = json.loads((tmp_path / "policy_00_cfg.json").read_text())
     runner.control.on_saved(WeightsSaved(1, "/c.pth", 9))
     assert json.loads((tmp_path / "policy_00_cfg.json").read_text()) == before  # not until it holds the weights
-    with caplog.at_level(logging.INFO, "sf"):
-        runner.control.on_adopted(WeightsAdopted(0, 1, 1010, None))
+    runner.control.on_adopted(WeightsAdopted(0, 1, 1010, None))
     assert population.replacements == [1, 0, 0, 0] and population.sources[0][0]["source"] == 1
     assert json.loads((tmp_path / "policy_00_cfg.json").read_text()) == population.hyperparameters[1]
-    assert "PBT: policy 0 (true_objective 10.000) took policy 1's weights" in caplog.text
     runner.messages.clear()
     runner.env_steps = {0: 3101, 1: 3000, 2: 4200, 3: 3000}
     population.on_training_step(runner, 4)  # policy 2, in the middle: keeps its weights, gets its values again

@@ -31,7 +31,7 @@ FLAGS = [
     "--batch_size=256",
     "--seed=3",
 ]
-REPLACED = re.compile(r"PBT: policy (\d) \(true_objective [\d.-]+\) took policy (\d)'s weights.*version (\d+)")
+REPLACED = re.compile(r"PBT: policy (\d) \(true_objective [\d.-]+\) takes policy (\d)'s weights.* at ([\d,]+) frames")
 MUTATED = re.compile(r"PBT: policy (\d) mutates (.+)$", re.M)
 
 
@@ -47,12 +47,11 @@ def test_every_replacement_and_mutation_is_a_log_line_a_scalar_and_in_the_summar
     exp, log = population
     summary = json.loads((exp / "summary.json").read_text())
     policies = summary["population"]["policies"]
-    replaced = REPLACED.findall(log)
-    assert replaced, log[-3000:]
-    for target, source, version in replaced:
-        assert {"source": int(source), "version": int(version)}.items() <= next(
-            r for r in policies[target]["replacements"] if r["version"] == int(version)
-        ).items()
+    logged = {
+        (int(target), int(source), int(frames.replace(",", ""))) for target, source, frames in REPLACED.findall(log)
+    }
+    done = {(int(p), r["source"], r["frames"]) for p, entry in policies.items() for r in entry["replacements"]}
+    assert done and done <= logged and len(logged - done) <= 4  # a copy asked for as the run stopped stays undone
     mutations = {p: sum(line.count(" -> ") for q, line in MUTATED.findall(log) if q == p) for p in "0123"}
     assert mutations["0"] == 0  # the reference policy is never mutated
     assert {p: policies[p]["mutations"] for p in "0123"} == mutations

@@ -144,8 +144,20 @@ class PopulationBasedTraining(AlgoObserver):
                 )
                 changes += more
         if decision.replaced:
+            name, source = self.cfg.pbt_target_objective, decision.source
+            log.info(
+                "PBT: policy %d (%s %.3f) takes policy %d's weights, optimizer state and hyperparameters (%s %.3f) "
+                "at %s frames",
+                policy,
+                name,
+                objectives[policy],
+                source,
+                name,
+                objectives[source],
+                f"{frames:,}",
+            )
             done = partial(self._adopted, runner, decision, frames, values, shaping, changes)
-            runner.control.copy_weights(decision.source, policy, values, done)
+            runner.control.copy_weights(source, policy, values, done)
         else:
             runner.control.set_hyperparameters(policy, values)
             self._settle(runner, policy, frames, values, shaping, changes)
@@ -161,7 +173,6 @@ class PopulationBasedTraining(AlgoObserver):
         msg: WeightsAdopted,
     ) -> None:
         policy, source = decision.policy, decision.source
-        name = self.cfg.pbt_target_objective
         if msg.error is not None:
             log.warning(
                 "PBT: policy %d could not take policy %d's weights and keeps its own: %s", policy, source, msg.error
@@ -169,18 +180,7 @@ class PopulationBasedTraining(AlgoObserver):
             return
         self.replacements[policy] += 1
         self.sources[policy].append({"frames": frames, "source": source, "version": msg.version})
-        log.info(
-            "PBT: policy %d (%s %.3f) took policy %d's weights, optimizer state and hyperparameters (%s %.3f) at %s "
-            "frames; it trains on as version %d",
-            policy,
-            name,
-            self.objectives[policy],
-            source,
-            name,
-            self.objectives[source],
-            f"{frames:,}",
-            msg.version,
-        )
+        log.debug("PBT: policy %d trains on from policy %d's weights as version %d", policy, source, msg.version)
         self._settle(runner, policy, frames, values, shaping, changes)
 
     def _settle(
