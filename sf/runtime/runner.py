@@ -356,7 +356,24 @@ class Runner(Component):
             "policy_lag_max": stats.get("policy_lag_max"),
             "trajectory_age_p50_s": staleness.age_quantile(ages, 0.5),
             "trajectory_age_p95_s": staleness.age_quantile(ages, 0.95),
+            **self._policies_record(),
         }
+
+    def _policies_record(self) -> dict:
+        """Each policy's frames, objective and lag, for the live view of a run of several policies."""
+        if self.cfg.num_policies < 2:
+            return {}
+        objective = self.cfg.pbt_target_objective if self.cfg.with_pbt else "true_objective"
+        policies = {}
+        for p, frames in self.progress.env_steps.items():
+            lag = (self.progress.last_stats.get(p) or {}).get("policy_lag")
+            value = self.progress.avg_stat(objective, p)
+            policies[str(p)] = {
+                "frames": frames,
+                "objective": value,
+                "lag": lag if lag is not None and lag == lag else None,
+            }
+        return {"objective": objective, "policies": policies}
 
     def summary(self) -> dict:
         return {
