@@ -539,8 +539,9 @@ def _pbt_flags(g: _Group) -> None:
     g.boolean(
         "pbt_mix_policies_in_one_env",
         True,
-        "multi-agent envs: each agent of an env acts for a policy drawn for it alone (self-play within the "
-        "population); False: all agents of an env act for one policy. Asynchronous runs only",
+        "multi-agent envs with several policies: each agent of an env acts for a policy drawn for it alone "
+        "(self-play within the population); False: all agents of an env act for one policy. A synchronous run gives "
+        "each env one policy",
     )
     g.integer(
         "pbt_period_env_steps",
