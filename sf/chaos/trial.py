@@ -64,21 +64,19 @@ class Family:
     policies: int = 1
 
 
+CARTPOLE = (
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+)
 FAMILIES = {
-    "cartpole": Family(
-        "sf_examples.train_gym_env",
-        (
-            "--env=CartPole-v1",
-            "--use_rnn=False",
-            "--encoder_mlp_layers",
-            "32",
-            "32",
-            "--num_workers=2",
-            "--num_envs_per_worker=4",
-            "--batch_size=256",
-            "--rollout=32",
-        ),
-    ),
+    "cartpole": Family("sf_examples.train_gym_env", CARTPOLE),
     "doom": Family(
         "sf_examples.vizdoom.train_vizdoom",
         ("--env=doom_basic", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256"),
@@ -86,15 +84,7 @@ FAMILIES = {
     "pbt": Family(  # a replacement about every 2k frames of the worse policy, whatever the gap
         "sf_examples.train_gym_env",
         (
-            "--env=CartPole-v1",
-            "--use_rnn=False",
-            "--encoder_mlp_layers",
-            "32",
-            "32",
-            "--num_workers=2",
-            "--num_envs_per_worker=4",
-            "--batch_size=256",
-            "--rollout=32",
+            *CARTPOLE,
             "--num_policies=2",
             "--with_pbt=True",
             "--pbt_start_mutation=2048",
