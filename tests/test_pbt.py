@@ -352,3 +352,20 @@ def test_a_mapping_draws_each_agent_uniformly_over_the_population():
         for policy in mapping.start(env):
             counts[policy] += 1
     assert all(abs(c / 4000 - 0.25) < 0.03 for c in counts)
+
+
+def test_a_learner_trains_its_first_iteration_with_the_values_sent_before_the_components_start(tmp_path):
+    """The observer sends every policy's values in `on_init`, before any component starts; the learner's loop
+    delivers them before the first batch, which then trains at the file's learning rate."""
+    cfg = make_cfg(tmp_path, "--use_rnn=False", "--learning_rate=1e-3", "--with_pbt=True")
+    (tmp_path / "policy_00_cfg.json").write_text(json.dumps({"learning_rate": 3e-5}))
+    population = PopulationBasedTraining.load(cfg, tmp_path, None)
+    learner = make_learner(cfg, tmp_path)
+    runner = FakeRunner(cfg, tmp_path)
+    runner.control.send = learner.loop.send  # the runner's sends, on the learner's loop as in a serial run
+    population.on_init(runner)
+    learner.loop.send(learner.name, Train(hand_built_batch(learner.model), N * T, 0))  # the first batch, after
+    learner.loop.flushing = []
+    learner.loop._drain_local()
+    stats = sent(learner, LearnerStats)[-1]  # after the one the learner sends as it starts
+    assert stats.stats["lr"] == 3e-5 and learner.optimizer.param_groups[0]["lr"] == 3e-5
