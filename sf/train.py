@@ -285,6 +285,8 @@ def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if cfg.with_pbt:
+            registrations = _with_population(cfg, experiment, env_info, registrations)
         if cfg.serial_mode:
             from sf.runtime.runner_serial import run_serial
 
@@ -317,6 +319,15 @@ def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
         log.error("run ended with an error: %s", summary["error"])
         return 1
     return 0
+
+
+def _with_population(cfg, experiment, env_info, registrations: Registrations) -> Registrations:
+    """The observers with population-based training first (`sf.pbt`); ConfigError for a policy file that cannot be
+    read."""
+    from sf.pbt.population import PopulationBasedTraining
+
+    population = PopulationBasedTraining.load(cfg, experiment.dir, env_info.reward_shaping)
+    return Registrations([population, *registrations.observers], registrations.episodic_handlers)
 
 
 def _remove_torch_shm() -> None:

@@ -106,14 +106,16 @@ def shm_leaked(before: set[str]) -> set[str]:
     return {path for path in new - held if os.path.exists(path) and os.stat(path).st_ino not in inodes}
 
 
-def read_scalars(exp_dir: Path) -> dict[str, list[float]]:
-    """Every TensorBoard scalar the run wrote, by tag, in file order (records: length, crc, event, crc)."""
+def read_scalars(exp_dir: Path, policy: int | None = None) -> dict[str, list[float]]:
+    """Every TensorBoard scalar the run wrote (or one policy's), by tag, in file order (records: length, crc, event,
+    crc)."""
     import struct
 
     from tensorboardX.proto import event_pb2
 
     series: dict[str, list[float]] = {}
-    for path in sorted(Path(exp_dir).glob(".summary/*/events.out.tfevents.*")):
+    folder = "*" if policy is None else str(policy)
+    for path in sorted(Path(exp_dir).glob(f".summary/{folder}/events.out.tfevents.*")):
         data, at = path.read_bytes(), 0
         while at < len(data):
             (length,) = struct.unpack("<Q", data[at : at + 8])

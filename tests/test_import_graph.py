@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sf.model",),  # networks
     ("sf.runtime",),  # the components, the event loop, the placements
     ("sf.distributed",),  # the Ray backend
+    ("sf.pbt",),  # population-based training: an observer steering the learners through the runner's hooks
     ("sf.breakdown",),  # the cross-stack breakdown (runs a training in-process)
     ("sf.bench", "sf.chaos"),  # whole-run benchmarks and the auto-tuner; the fault-injection matrix
     ("sf.huggingface",),  # staging a policy for the Hub, pushing it, loading it back

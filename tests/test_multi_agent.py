@@ -180,7 +180,7 @@ def test_each_agent_fills_its_own_rows(worker):
     assert b.np["dones"][s, :3].tolist() == [0, 0, 1] and b.np["dones"][s + 1, :3].tolist() == [0, 0, 0]
     assert b.np["time_outs"][s, :3].tolist() == [0, 0, 0]  # agent 0 was terminated, not cut
     assert b.np["rnn_states"][s, 3, 0] == 0.0 and b.np["rnn_states"][s + 1, 3, 0] == 1.0  # only the ended agent's
-    slots, steps = worker._rows([0, 1])
+    slots, steps = worker._rows([0, 1], 0)
     assert slots == [s, s + 1, s + 2, s + 3] and steps == [3, 3, 3, 3]
 
 

@@ -392,3 +392,47 @@ def test_a_model_a_script_registered_is_built_on_the_second_node(cluster, tmp_pa
     assert remote and all(profile[name]["node"]["ray_node_id"] == second for name in remote)
     assert "PoolingEncoder" in json.dumps(profile["Learner 0"]["tree"])
     assert not shm_leaked(shm_before)
+
+
+@pytest.mark.slow
+def test_a_population_across_two_nodes(cluster, tmp_path, shm_before):
+    """Four policies in self-play, a rollout worker on each node: every policy's learner on the driver, each seat's
+    experience back to its own policy's learner from both nodes, replaced weights reaching the second node, and every
+    policy better than random play against the population."""
+    from conftest import read_scalars
+
+    c, head, second = cluster
+    result = run_sf(
+        [
+            "--env=cue_duel",
+            "--num_policies=4",
+            "--with_pbt=True",
+            "--pbt_start_mutation=10000",
+            "--pbt_period_env_steps=10000",
+            "--backend=ray",
+            f"--ray_worker_groups={SECOND}:1",
+            "--num_workers=2",
+            "--seed=1",
+            "--train_for_env_steps=60000",
+            "--experiment=population",
+            f"--train_dir={tmp_path}",
+            f"--ray_address={c.address}",
+        ],
+        module="sf_examples.multi_agent.train_multi_agent",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    exp = tmp_path / "population"
+    summary, profile = _json(exp / "summary.json"), _json(exp / "profile.json")
+    assert summary["status"] == "ok" and all(summary["env_frames"][str(p)] >= 60000 for p in range(4))
+    nodes = {name: entry["node"]["ray_node_id"] for name, entry in profile.items()}
+    assert {nodes["RolloutWorker_w0"], nodes["RolloutWorker_w1"]} == {head, second}
+    assert all(nodes[f"Learner {p}"] == head for p in range(4))
+    policies = summary["population"]["policies"]
+    assert any(entry["replacements"] for entry in policies.values())
+    transfer = profile["NodeAgent_1"]["transfer"]
+    assert transfer["trajectories_sent"] > 0 and transfer["weight_updates"] >= 4  # every policy's weights, and newer
+    for p in range(4):
+        assert read_scalars(exp, p)["policy_stats/avg_true_objective"][-1] >= 0.8  # random play: 0.25
+    assert all(not alive(pid) for pid in started_pids(result.stdout.splitlines()).values())
+    assert not shm_leaked(shm_before)

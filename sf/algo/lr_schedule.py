@@ -24,6 +24,13 @@ class LearningRateSchedule:
             self.kl_threshold = cfg.lr_schedule_kl_threshold
             self.min_lr, self.max_lr = cfg.lr_adaptive_min, cfg.lr_adaptive_max
 
+    def set_base(self, lr: float) -> None:
+        """A new `--learning_rate` (population-based training): the constant rate, the linear decay's start. The
+        KL-adaptive schedules go on from the rate they reached, as Sample Factory's learner does."""
+        self.initial_lr = float(lr)
+        if self.kind == "constant":
+            self.lr = self.initial_lr
+
     def value(self, env_steps: int, kl: float | None = None) -> float:
         if self.kind == "linear_decay":
             self.lr = self.initial_lr * max(0.0, 1.0 - env_steps / self.total_env_steps)

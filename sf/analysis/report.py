@@ -13,6 +13,7 @@ from sf.analysis.bottleneck import Verdict
 from sf.analysis.charts import ShareBar
 from sf.analysis.consistency import check, clip_share
 from sf.analysis.json_safe import finite_json
+from sf.analysis.population import PolicyLine, policy_lines
 from sf.analysis.run_data import UNATTRIBUTED, ComponentActivity, Experiment
 from sf.profiling.activity import WAIT_PREFIX
 from sf.utils.roles import Role
@@ -81,6 +82,7 @@ class Report:
     moves: list[Move] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     serial: bool = False  # every component in one process (--serial_mode)
+    policies: list[PolicyLine] = field(default_factory=list)  # with several policies: each one's learner and objective
 
     def to_json(self) -> dict:
         return finite_json(asdict(self))
@@ -192,6 +194,7 @@ def build_report(experiment: Experiment) -> Report:
         advice.moves,
         [f.line() for f in check(experiment)],
         serial,
+        policy_lines(experiment.summary),
     )
 
 
@@ -212,6 +215,14 @@ def format_text(report: Report) -> str:
         lines.append(
             f"{row.name:<24} {row.lifetime_s:>8.1f}s {row.work:>6.0%} {row.wait:>6.0%} {row.overhead:>6.0%}  {spots}"
         )
+    if report.policies:
+        work = {row.name: row.work for row in report.components}
+        lines.append("")
+        lines.append(f"policies, best first by {report.policies[0].objective}:")
+        for line in report.policies:
+            share = work.get(line.learner)
+            busy = f" (work {share:.0%})" if share is not None else ""
+            lines.append(f"  {line.text().replace(line.learner, line.learner + busy, 1)}")
     lines.append("")
     lines.append(f"who waits on whom ({SERIAL_WAITS}):" if report.serial else "who waits on whom:")
     for w in report.waits:

@@ -229,6 +229,9 @@ def _rows_to_show(rows: list[Row], room: int) -> list[tuple[str, Row | None]]:
         members = [r for r in rows if r.node == node or node is None]
         for role in dict.fromkeys(role_of(r.name) for r in members):
             group = [r for r in members if role_of(r.name) == role]
+            if role == Role.LEARNER:  # one per policy: each keeps its row
+                out += [(_label(r.name), r) for r in group]
+                continue
             waits = [r.waits_on for r in group]
             cpus = [r.cpu for r in group if r.cpu is not None]
             mean = Row(
@@ -284,6 +287,8 @@ def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
         if p.trajectory_age_p50_s is not None and p.trajectory_age_p95_s is not None:
             lag += f" · trajectory age p50 {p.trajectory_age_p50_s:.3g} s, p95 {p.trajectory_age_p95_s:.3g} s"
         lines.append(Text(lag))
+        if p.policies:
+            lines += [Text(line) for line in _policies_lines(p.objective or "objective", p.policies, width)]
     for f in frame.findings[:2]:
         lines.append(Text(_short("! " + f.line(), width), style="bold yellow"))
     if frame.waiting and frame.advice is not None:
@@ -310,6 +315,23 @@ def render(frame: Frame, height: int = 24, width: int = WIDTH) -> Group:
             lines.append(line)
     lines.append(Text('q quits · cpu: cores over the window, mem: peak memory (" same process)', style="dim"))
     return Group(*lines)
+
+
+def _policies_lines(objective: str, policies: dict, width: int) -> list[str]:
+    """`true_objective: p0 253 (lag 0.40) · p1 230 (lag 0.20)`, wrapped at `width`: each policy's objective and lag,
+    as the runner last reported them."""
+    parts = []
+    for p, entry in policies.items():
+        lag = entry.get("lag")
+        parts.append(f"p{p} {_num(entry.get('objective'), '.4g')}" + (f" (lag {lag:.2f})" if lag is not None else ""))
+    lines, current = [], f"{objective}:"
+    for part in parts:
+        sep = " " if current.endswith(":") else " · "
+        if len(current) + len(sep) + len(part) > width and not current.endswith(":"):
+            lines.append(current)
+            current, sep = " ", " "
+        current += sep + part
+    return [*lines, current]
 
 
 def frame_text(frame: Frame, width: int = WIDTH, height: int = 24) -> str:

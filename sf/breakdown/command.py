@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from sf.analysis.population import policy_lines
 from sf.breakdown import in_situ
 from sf.breakdown.attribution import attribute
 from sf.breakdown.calibration import measure_event_costs
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             return status
     experiment_dir = train_dir / experiment
     _, frames = _main_loop_s(experiment_dir)
+    policies = policy_lines(json.loads((experiment_dir / "summary.json").read_text()))
     spans = spans_from_kineto(capture.profiler.profiler.kineto_results.events(), capture.range_names, SIM_RANGE)
     pieces = analyse(spans, costs, capture.nvml.samples if capture.nvml else None, args.min_share, args.per_worker)
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
@@ -235,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline_env_frames=plain_runs[0][1] if plain_runs else None,
         window_clock=total_clock(capture.loop_clocks),
         baseline_clock=mean_clock([run[2] for run in plain_runs]),
+        policies=policies,
         **pieces,
     )
     out_dir = experiment_dir / "profiling"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sf.analysis.population import PolicyLine
 from sf.breakdown.attribution import LAYERS, RowTimes
 from sf.breakdown.calibration import EventCosts
 from sf.breakdown.capture import LoopClock
@@ -47,6 +48,7 @@ class Breakdown:
     events: dict[str, int] = field(default_factory=dict)
     micro_costs: EventCosts | None = None  # the micro-benchmarks' costs, before the calibration slices
     calibration: InSituCalibration | None = None
+    policies: list[PolicyLine] = field(default_factory=list)  # with several policies: each one's learner, objective
 
     @property
     def corrected_cpu_deviation(self) -> float | None:
@@ -125,6 +127,7 @@ class Breakdown:
             "layers": list(LAYERS),
             "rows": {name: row_dict(times) for name, times in self.rows.items()},
             "components": {name: row_dict(times) for name, times in self.components.items()},
+            "policies": [asdict(line) for line in self.policies],
         }
 
 
@@ -200,6 +203,12 @@ def table(result: Breakdown) -> str:
                 f"main-thread CPU: uninstrumented {result.baseline_clock.cpu_s:.3f} s, instrumented "
                 f"{result.window_clock.cpu_s:.3f} s - instrumentation = {_pct(result.corrected_cpu_deviation)}"
             )
+    if result.policies:
+        lines.append(f"policies, best first by {result.policies[0].objective}:")
+        for line in result.policies:
+            times = result.components.get(line.learner)
+            spent = f" ({times.total:.3f} s of the loop)" if times is not None else ""
+            lines.append(f"  {line.text().replace(line.learner, line.learner + spent, 1)}")
     if result.excess_s > 0.01 * result.window_s:
         lines.append(
             f"note: {result.excess_s:.3f} s of the estimated cost did not fit in its column "

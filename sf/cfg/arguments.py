@@ -145,6 +145,7 @@ def make_parser(add_args: AddArgs | None = None, evaluation: bool = False) -> ar
     _model_flags(_Group(parser, "model"))
     _env_flags(_Group(parser, "environment"))
     _run_flags(_Group(parser, "stopping, checkpoints and reporting"))
+    _pbt_flags(_Group(parser, "population-based training"))
     _cluster_flags(_Group(parser, "cluster (Ray)"))
     _wandb_flags(_Group(parser, "Weights & Biases"))
     _profiling_flags(_Group(parser, "profiling"))
@@ -525,6 +526,59 @@ def _run_flags(g: _Group) -> None:
     g.boolean("summaries_use_frameskip", True, _only("summaries_use_frameskip"))
     g.integer("heartbeat_interval", 20, _only("heartbeat_interval"))
     g.integer("heartbeat_reporting_interval", 180, _only("heartbeat_reporting_interval"))
+
+
+def _pbt_flags(g: _Group) -> None:
+    """Sample Factory's population-based training flags, with its defaults (docs/populations.md)."""
+    g.boolean(
+        "with_pbt",
+        False,
+        "population-based training of the --num_policies policies: every --pbt_period_env_steps the worst take a "
+        "best one's weights and hyperparameters, the others mutate theirs",
+    )
+    g.boolean(
+        "pbt_mix_policies_in_one_env",
+        True,
+        "multi-agent envs with several policies: each agent of an env acts for a policy drawn for it alone "
+        "(self-play within the population); False: all agents of an env act for one policy. A synchronous run gives "
+        "each env one policy",
+    )
+    g.integer(
+        "pbt_period_env_steps",
+        5_000_000,
+        "env frames of a policy between two of its replacement-or-mutation steps",
+    )
+    g.integer("pbt_start_mutation", 20_000_000, "env frames a policy trains before its first PBT step")
+    g.real(
+        "pbt_replace_fraction",
+        0.3,
+        "share of the population (rounded up) that counts as the best, and as the worst that may be replaced",
+    )
+    g.real("pbt_mutation_rate", 0.15, "probability that each hyperparameter mutates at a PBT step")
+    g.real(
+        "pbt_replace_reward_gap",
+        0.1,
+        "a worst policy is replaced only when its objective is this share of the best one's below it",
+    )
+    g.real(
+        "pbt_replace_reward_gap_absolute",
+        1e-6,
+        "... and when the two objectives differ by more than this",
+    )
+    g.boolean("pbt_optimize_gamma", False, "also mutate the discount factor --gamma")
+    g.text(
+        "pbt_target_objective",
+        "true_objective",
+        "episode statistic PBT ranks policies by, averaged over the last --stats_avg episodes: true_objective (the "
+        "env's info['true_objective'], else the return), reward, len or a key of info['episode_extra_stats']",
+    )
+    g.real(
+        "pbt_perturb_min",
+        1.1,
+        "a mutated hyperparameter is multiplied or divided by a factor drawn uniformly from "
+        "[--pbt_perturb_min, --pbt_perturb_max]",
+    )
+    g.real("pbt_perturb_max", 1.5, "upper end of the mutation factor (see --pbt_perturb_min)")
 
 
 def _cluster_flags(g: _Group) -> None:

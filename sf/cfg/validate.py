@@ -64,6 +64,13 @@ _RANGES: list[tuple[str, Callable[[float], bool], str]] = [
     ("ray_transfers_in_flight", lambda v: v >= 1, ">= 1"),
     ("ray_weights_interval_s", lambda v: v >= 0, ">= 0"),
     ("ray_chunk_wait_s", lambda v: v >= 0, ">= 0"),
+    ("pbt_period_env_steps", lambda v: v >= 1, ">= 1"),
+    ("pbt_start_mutation", lambda v: v >= 0, ">= 0"),
+    ("pbt_replace_fraction", lambda v: 0 < v <= 0.5, "in (0, 0.5] (the best and the worst share must not overlap)"),
+    ("pbt_mutation_rate", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("pbt_replace_reward_gap", lambda v: v >= 0, ">= 0"),
+    ("pbt_replace_reward_gap_absolute", lambda v: v >= 0, ">= 0"),
+    ("pbt_perturb_min", lambda v: v >= 1, ">= 1 (a factor that multiplies or divides)"),
 ]
 
 _LAYER_SIZES = ("encoder_mlp_layers", "encoder_conv_mlp_layers", "decoder_mlp_layers")
@@ -107,11 +114,23 @@ def validate_cfg(cfg: Namespace) -> None:
         )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    envs = cfg.num_workers * cfg.num_envs_per_worker
+    if not cfg.async_rl and envs % cfg.num_policies:
+        raise ConfigError(
+            f"--num_policies={cfg.num_policies}: a synchronous run (--async_rl=False, --serial_mode=True) gives each "
+            f"policy its own envs, so --num_workers * --num_envs_per_worker ({envs}) must be a multiple of it",
+            flag="--num_policies",
+        )
     if cfg.env_agents != -1 and (cfg.env_agents < 1 or not cfg.envpool):
         raise ConfigError(
             f"--env_agents={cfg.env_agents}: sf trains single-agent envs; the flag sets the envs of each EnvPool and "
             "needs --envpool=True and a value >= 1",
             flag="--env_agents",
+        )
+    if cfg.pbt_perturb_max < cfg.pbt_perturb_min:
+        raise ConfigError(
+            f"--pbt_perturb_max: must be >= --pbt_perturb_min ({cfg.pbt_perturb_min}), got {cfg.pbt_perturb_max}",
+            flag="--pbt_perturb_max",
         )
     _check_cluster(cfg)
     _check_hub(cfg)

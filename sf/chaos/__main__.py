@@ -23,7 +23,7 @@ def plan(runs: int, families: list[str], faults: list[str], seed: int) -> list[t
     chosen = []
     for i in range(runs):
         fault = FAULTS[faults[i % len(faults)]]
-        usable = [f for f in families if f == "doom" or not fault.doom_only]
+        usable = [f for f in families if (f == "doom" or not fault.doom_only) and (f == "pbt") == fault.in_replacement]
         if not usable:
             continue
         chosen.append((rng.choice(usable), fault.name))
@@ -61,7 +61,7 @@ def format_by_fault(results: list[TrialResult]) -> str:
     """One line per fault: how many runs (per env), how many healed and the slowest to, the slowest end, what was left,
     lost or touched, how many failed."""
     rows = [
-        ("fault", "runs", "cartpole", "doom", "healed", "slowest heal s", "slowest end s", "processes left",
+        ("fault", "runs", "cartpole", "doom", "pbt", "healed", "slowest heal s", "slowest end s", "processes left",
          "shm left", "lost", "foreign removed", "failed")
     ]  # fmt: skip
     for fault in dict.fromkeys(r.fault for r in results):
@@ -74,6 +74,7 @@ def format_by_fault(results: list[TrialResult]) -> str:
                 str(len(runs)),
                 str(sum(r.family == "cartpole" for r in runs)),
                 str(sum(r.family == "doom" for r in runs)),
+                str(sum(r.family == "pbt" for r in runs)),
                 str(len(heals)),
                 f"{max(heals):.1f}" if heals else "-",
                 f"{max(ends):.1f}" if ends else "-",
@@ -118,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         "that did not heal, or file of another program removed.",
     )
     parser.add_argument("--runs", type=int, default=20, help="number of runs (each fault in turn)")
-    parser.add_argument("--families", default="cartpole,doom", help="comma-separated: cartpole, doom")
+    parser.add_argument(
+        "--families",
+        default="cartpole,doom,pbt",
+        help="comma-separated: cartpole, doom, pbt (a population whose faults hit during a weight copy)",
+    )
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of: {', '.join(FAULTS)}")
     parser.add_argument("--seed", type=int, default=0, help="draws the families, targets and moments")
     parser.add_argument("--heartbeat_timeout_sec", type=int, default=5, help="of the runs (the SIGSTOP fault waits it)")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 MAIN = "main process"
 FORK_SERVER = "fork server"
+REPLACED_LEARNER = "the learner of the policy being replaced"  # PBT's weight copy under way: its target
 LEARNER = "Learner 0"
 INFERENCE = "InferenceWorker_p0-w0"
 ROLLOUT = "RolloutWorker_w{}"
@@ -35,6 +36,7 @@ class Fault:
     heartbeat: bool = False  # detected only after --heartbeat_timeout_sec
     after_checkpoints: int = 0  # checkpoints to wait for before the fault's moment is drawn
     heals: bool = False
+    in_replacement: bool = False  # a population's run (the pbt family): it hits while a weight copy is under way
 
     def heals_on(self, target: str) -> bool:
         """Whether the run goes on after this fault hits `target` (a learner or the main process never heals)."""
@@ -71,6 +73,15 @@ FAULTS: dict[str, Fault] = {
             after_checkpoints=1,
         ),
         Fault("corrupt_checkpoint", MAIN, (0,), "interrupted", after_checkpoints=2),
+        Fault("sigkill_main_in_replacement", MAIN, (-signal.SIGKILL,), None, in_replacement=True),
+        Fault(
+            "sigkill_learner_in_replacement",
+            REPLACED_LEARNER,
+            (1,),
+            "error",
+            r"^{target} exited with code -9 \(SIGKILL\)$",
+            in_replacement=True,
+        ),
     )
 }
 

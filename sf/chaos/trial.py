@@ -1,5 +1,10 @@
 """One trial: a short parallel run, one fault at a random moment, what it left, and a resume from what it saved.
 
+A population's run (the `pbt` family: two CartPole policies whose population-based training copies one's weights into
+the other every few thousand frames) takes the faults that hit while such a copy is under way: the trial waits for a
+replacement's log line and strikes within `REPLACEMENT_DELAY_S`. Every policy's newest checkpoint must survive, each
+policy's file of hyperparameters must still read, and the resume must continue every policy where it was.
+
 A fault on a component that heals must not end the run: the trial waits for the restart line, for the frame count to
 rise again within `HEAL_LIMIT_S` of the fault and for the reward to keep its level, then stops the run with SIGTERM
 and checks its end like any other. Every trial also puts files of its own into /dev/shm while the run goes on (a new
@@ -19,7 +24,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sf.chaos.faults import COMPONENTS, ENGINE, FORK_SERVER, MAIN, ROLLOUT, Fault, corrupt, expected_error, inject
+from sf.chaos.faults import (
+    COMPONENTS,
+    ENGINE,
+    FORK_SERVER,
+    MAIN,
+    REPLACED_LEARNER,
+    ROLLOUT,
+    Fault,
+    corrupt,
+    expected_error,
+    inject,
+)
 from sf.profiling.live_feed import LIVE_FILE
 from sf.runtime.checkpoint import CheckpointError, CheckpointManager
 from sf.runtime.orphans import child_pids, session_members, shm_files, shm_inodes
@@ -35,34 +51,48 @@ EXIT_GRACE_S = 2.0  # a process of the run may still be exiting (the kernel endi
 STARTED = re.compile(r"started (.+?) pid=(\d+)")
 RESTARTED = re.compile(r"\] (\S+) \(pid \d+\) restarted as pid (\d+)")
 REWARD = re.compile(r"Avg episode reward: \{0: (-?[\d.]+)")
-RESUMED = re.compile(r"resumed from policy version (\d+)")
+RESUMED = re.compile(r"Learner (\d+) resumed from policy version (\d+)")
 CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pth$")
+REPLACEMENT = re.compile(r"PBT: policy (\d+) \(.*\) takes policy (\d+)'s weights")
+REPLACEMENT_DELAY_S = 0.3  # a fault in a replacement hits up to this long after the replacement's log line
 
 
 @dataclass(frozen=True)
 class Family:
     module: str
     flags: tuple[str, ...]
+    policies: int = 1
 
 
+CARTPOLE = (
+    "--env=CartPole-v1",
+    "--use_rnn=False",
+    "--encoder_mlp_layers",
+    "32",
+    "32",
+    "--num_workers=2",
+    "--num_envs_per_worker=4",
+    "--batch_size=256",
+    "--rollout=32",
+)
 FAMILIES = {
-    "cartpole": Family(
-        "sf_examples.train_gym_env",
-        (
-            "--env=CartPole-v1",
-            "--use_rnn=False",
-            "--encoder_mlp_layers",
-            "32",
-            "32",
-            "--num_workers=2",
-            "--num_envs_per_worker=4",
-            "--batch_size=256",
-            "--rollout=32",
-        ),
-    ),
+    "cartpole": Family("sf_examples.train_gym_env", CARTPOLE),
     "doom": Family(
         "sf_examples.vizdoom.train_vizdoom",
         ("--env=doom_basic", "--num_workers=2", "--num_envs_per_worker=4", "--batch_size=256"),
+    ),
+    "pbt": Family(  # a replacement about every 2k frames of the worse policy, whatever the gap
+        "sf_examples.train_gym_env",
+        (
+            *CARTPOLE,
+            "--num_policies=2",
+            "--with_pbt=True",
+            "--pbt_start_mutation=2048",
+            "--pbt_period_env_steps=2048",
+            "--pbt_replace_reward_gap=0",
+            "--pbt_replace_reward_gap_absolute=0",
+        ),
+        policies=2,
     ),
 }
 
@@ -156,8 +186,9 @@ def run_trial(
     try:
         pid, result.target, worker = _target(fault, proc, log, exp_dir, rng)
         foreign = _make_foreign_files(index)
-        time.sleep(rng.uniform(0.0, max_delay_s))
-        result.checkpoint_before = _newest_name(exp_dir)
+        time.sleep(rng.uniform(0.0, REPLACEMENT_DELAY_S if fault.in_replacement else max_delay_s))
+        before = {p: _newest_name(exp_dir, p) for p in range(family.policies)}
+        result.checkpoint_before = before[0]
         if proc.poll() is not None:
             result.problems.append(f"the run ended before the fault (exit {proc.returncode})")
             return result
@@ -198,7 +229,9 @@ def run_trial(
     if result.shm_left:
         result.problems.append("/dev/shm files left")
     _check_outcome(result, fault, exp_dir, worker, healing)
-    expected_from = _check_checkpoints(result, fault, exp_dir)
+    expected_from = {p: _check_checkpoints(result, fault, exp_dir, p, before[p]) for p in range(family.policies)}
+    if family.policies > 1:
+        _check_policy_files(result, exp_dir, family.policies)
     _check_resume(result, family, train_dir, experiment, heartbeat_timeout_s, expected_from)
     if not keep and result.ok:
         shutil.rmtree(exp_dir, ignore_errors=True)
@@ -211,20 +244,26 @@ class _TrialError(Exception):
 
 def _target(fault: Fault, proc: subprocess.Popen, log: _Log, exp_dir: Path, rng: random.Random):
     """(pid, name, rollout worker) of the process the fault hits, once it runs (and the checkpoints it waits for
-    exist)."""
+    exist; for a fault in a replacement, once a replacement's line appeared)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     worker = ROLLOUT.format(rng.randrange(2))
     name = {MAIN: MAIN, FORK_SERVER: FORK_SERVER, "component": rng.choice(COMPONENTS)}.get(fault.target, fault.target)
     name = name.format(worker[-1])
+    replacements = len(REPLACEMENT.findall(log.read())) + 1 if fault.in_replacement else 0
     while True:
         if time.monotonic() > deadline:
             raise _TrialError(f"{name} did not start within {START_TIMEOUT_S:.0f} s")
         if proc.poll() is not None:
             raise _TrialError(f"the run ended before the fault (exit {proc.returncode})")
         pids = log.pids()
-        pid = _pid_of(name, worker, pids, proc.pid)
+        found = REPLACEMENT.findall(log.text)
+        if fault.in_replacement and len(found) < replacements:
+            time.sleep(POLL_S / 5)
+            continue
+        target = f"Learner {found[-1][0]}" if fault.target == REPLACED_LEARNER else name
+        pid = _pid_of(target, worker, pids, proc.pid)
         if pid is not None and len(_checkpoints(exp_dir)) >= fault.after_checkpoints:
-            return pid, name, worker
+            return pid, target, worker
         time.sleep(POLL_S)
 
 
@@ -354,11 +393,15 @@ def _make_foreign_files(index: int) -> list[Path]:
     return paths
 
 
-def _check_checkpoints(result: TrialResult, fault: Fault, exp_dir: Path) -> int | None:
-    """The newest checkpoint that loads must be the newest there was at the fault, or newer (with the newest
-    corrupted on purpose: the one before it). Returns the policy version a resume must continue from."""
-    manager = CheckpointManager(exp_dir, 0, keep=3)
-    if fault.name == "corrupt_checkpoint":
+def _check_checkpoints(
+    result: TrialResult, fault: Fault, exp_dir: Path, policy: int, before: str | None
+) -> tuple[int, int] | None:
+    """The policy's newest checkpoint that loads must be the newest there was at the fault, or newer (with policy 0's
+    newest corrupted on purpose: the one before it). Returns the (policy version, env frames) a resume must continue
+    from."""
+    manager = CheckpointManager(exp_dir, policy, keep=3)
+    named = "" if policy == 0 else f" (policy {policy})"
+    if fault.name == "corrupt_checkpoint" and policy == 0:
         paths = manager.paths()
         if len(paths) < 2:
             result.problems.append("fewer than two checkpoints to corrupt one of")
@@ -366,30 +409,44 @@ def _check_checkpoints(result: TrialResult, fault: Fault, exp_dir: Path) -> int 
         corrupt(paths[-1])
         must_be = paths[-2].name
     else:
-        must_be = result.checkpoint_before
+        must_be = before
     try:
         loaded = manager.newest()
     except CheckpointError as exc:
-        result.problems.append(f"no checkpoint loads: {exc}")
+        result.problems.append(f"no checkpoint loads{named}: {exc}")
         return None
-    result.checkpoint_after = loaded.path.name if loaded is not None else None
+    if policy == 0:
+        result.checkpoint_after = loaded.path.name if loaded is not None else None
     if must_be is not None:
         if loaded is None or _version(loaded.path.name) < _version(must_be):
-            result.problems.append(f"checkpoint lost: {must_be}")
+            result.problems.append(f"checkpoint lost{named}: {must_be}")
         elif fault.name == "corrupt_checkpoint" and loaded.path.name != must_be:
             result.problems.append(f"loaded {loaded.path.name}, expected {must_be}")
-    return loaded.state["version"] if loaded is not None else None
+    return (loaded.state["version"], loaded.state["env_steps"]) if loaded is not None else None
+
+
+def _check_policy_files(result: TrialResult, exp_dir: Path, policies: int) -> None:
+    """Each policy's hyperparameters are a whole JSON file (population-based training writes them atomically)."""
+    for policy in range(policies):
+        path = exp_dir / f"policy_{policy:02d}_cfg.json"
+        try:
+            json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            result.problems.append(f"{path.name} does not read: {exc}")
 
 
 def _check_resume(
-    result: TrialResult, family: Family, train_dir: Path, experiment: str, heartbeat_s: int, version: int | None
+    result: TrialResult,
+    family: Family,
+    train_dir: Path,
+    experiment: str,
+    heartbeat_s: int,
+    expected: dict[int, tuple[int, int] | None],
 ) -> None:
-    """A short resume in the same folder continues from `version` (None: there was nothing to resume)."""
+    """A short resume in the same folder continues each policy from its (version, frames) in `expected` (None:
+    there was nothing to resume), training every policy past the frames it had."""
     exp_dir = train_dir / experiment
-    frames = 1
-    if version is not None:
-        match = CHECKPOINT_NAME.search(result.checkpoint_after or "")
-        frames = int(match.group(2)) + 1 if match else 1
+    frames = max((saved[1] for saved in expected.values() if saved is not None), default=0) + 1
     cmd = command(family, train_dir, experiment, heartbeat_s, [f"--train_for_env_steps={frames}"])
     with open(exp_dir / "chaos_resume.log", "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -400,25 +457,27 @@ def _check_resume(
             _end_session(proc)
             return
     text = (exp_dir / "chaos_resume.log").read_text(errors="replace")
-    match = RESUMED.search(text)
-    result.resumed_from = match.group(1) if match else "-"
+    resumed = {int(policy): version for policy, version in RESUMED.findall(text)}
+    result.resumed_from = resumed.get(0, "-")
     if proc.returncode != 0:
         result.problems.append(f"the resume exited with {proc.returncode}")
-    expected = "-" if version is None else str(version)
-    if result.resumed_from != expected:
-        result.problems.append(f"resumed from {result.resumed_from}, expected {expected}")
+    for policy, saved in expected.items():
+        want = "-" if saved is None else str(saved[0])
+        if resumed.get(policy, "-") != want:
+            named = "" if policy == 0 else f" (policy {policy})"
+            result.problems.append(f"resumed from {resumed.get(policy, '-')}, expected {want}{named}")
     left = _members_after(proc.pid, EXIT_GRACE_S)
     if left:
         result.problems.append(f"the resume left processes: {', '.join(_describe(pid) for pid in left)}")
         _end_session(proc)
 
 
-def _checkpoints(exp_dir: Path) -> list[Path]:
-    return CheckpointManager(exp_dir, 0, keep=3).paths()
+def _checkpoints(exp_dir: Path, policy: int = 0) -> list[Path]:
+    return CheckpointManager(exp_dir, policy, keep=3).paths()
 
 
-def _newest_name(exp_dir: Path) -> str | None:
-    paths = _checkpoints(exp_dir)
+def _newest_name(exp_dir: Path, policy: int = 0) -> str | None:
+    paths = _checkpoints(exp_dir, policy)
     return paths[-1].name if paths else None
 
 

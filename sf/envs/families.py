@@ -122,6 +122,14 @@ _FAMILIES: dict[str, EnvFamily] = {
             defaults="sf_examples.multi_agent.train_multi_agent:cooperative_cue_defaults",
         ),
         EnvFamily(
+            "self_play",
+            "cue_duel",
+            "sf_examples.multi_agent.train_multi_agent",
+            None,
+            "sf_examples.multi_agent.train_multi_agent:register_multi_agent_envs",
+            defaults="sf_examples.multi_agent.train_multi_agent:cooperative_cue_defaults",
+        ),
+        EnvFamily(
             "pettingzoo",
             "pettingzoo:",
             "sf_examples.pettingzoo.train_pettingzoo",

@@ -53,6 +53,7 @@ class EnvInfo:
     frameskip: int
     num_agents: int = 1  # agents per env: each steps, learns and counts its frames as one env would
     is_multiagent: bool = False  # the env has Sample Factory's multi-agent API (`sf.envs.multi_agent`)
+    reward_shaping: dict | None = None  # the env's default scheme (Sample Factory's `RewardShapingInterface`)
 
 
 def _unsupported(space: Any, role: str, where: str, supported: str) -> UnsupportedSpaceError:

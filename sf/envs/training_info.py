@@ -5,9 +5,10 @@ worker at the end of each of its episodes (each agent's, in a multi-agent env): 
 `{"policy_id": p, "approx_total_training_steps": frames, "reward_shaping": None}`, the frames being those the
 policy's learner had trained on at the runner's last progress line (every 5 s), for curricula and the like.
 
-`RewardShapingInterface` is the class Sample Factory's population-based training changes an env's reward shaping
-through; sf has no population-based training, so nothing calls it: it is here so that envs written for Sample
-Factory import and run unchanged.
+`RewardShapingInterface` is the class population-based training (`--with_pbt`) changes an env's reward shaping
+through, as Sample Factory's does: the probe reads the env's default scheme (`default_reward_shaping`), and at the end
+of each of its episodes (each agent's) an env gets the scheme of the policy that acted, once population-based training
+has set one (`set_reward_shaping(scheme, agent_idx)`).
 """
 
 from __future__ import annotations
@@ -34,16 +35,30 @@ class RewardShapingInterface:
         raise NotImplementedError
 
 
-def find_training_info_interface(env: Any) -> TrainingInfoInterface | None:
-    """The env itself or the first wrapper on the way down to the unwrapped env that implements the interface."""
+def find_interface(env: Any, interface: type) -> Any:
+    """The env itself or the first wrapper on the way down to the unwrapped env that implements `interface`."""
     seen = set()
     while env is not None and id(env) not in seen:
-        if isinstance(env, TrainingInfoInterface):
+        if isinstance(env, interface):
             return env
         seen.add(id(env))
         env = getattr(env, "env", None)
     return None
 
 
-def training_info(policy_id: int, env_steps: int) -> dict[str, Any]:
-    return {"policy_id": policy_id, "approx_total_training_steps": env_steps, "reward_shaping": None}
+def find_training_info_interface(env: Any) -> TrainingInfoInterface | None:
+    return find_interface(env, TrainingInfoInterface)
+
+
+def find_reward_shaping_interface(env: Any) -> RewardShapingInterface | None:
+    return find_interface(env, RewardShapingInterface)
+
+
+def default_reward_shaping(env: Any) -> dict[str, Any] | None:
+    """The env's reward shaping scheme when it has Sample Factory's interface, else None."""
+    shaping = find_reward_shaping_interface(env)
+    return shaping.get_default_reward_shaping() if shaping is not None else None
+
+
+def training_info(policy_id: int, env_steps: int, reward_shaping: dict | None = None) -> dict[str, Any]:
+    return {"policy_id": policy_id, "approx_total_training_steps": env_steps, "reward_shaping": reward_shaping}

@@ -63,6 +63,8 @@ class Progress:
     trajectory_age_p50_s: float | None = None
     trajectory_age_p95_s: float | None = None
     verdict: str | None = None
+    objective: str | None = None  # the statistic `policies` reports: the true objective, or the population's
+    policies: dict | None = None  # policy id -> {frames, objective, lag} (the runner's per-policy view)
 
     @classmethod
     def from_record(cls, record: dict) -> Progress:

@@ -65,9 +65,10 @@ def make_layout(
     agents_per_env: int = 1,
     multi_agent: bool = False,
 ) -> BufferLayout:
-    """Enough slots per env (and agent) that the learner can always fill its batches while envs keep stepping."""
+    """Enough slots per env (and agent) that every policy's learner can always fill its batches while envs keep
+    stepping: each policy's batcher may hold almost a batch while the others fill theirs (Sample Factory's count)."""
     num_envs = cfg.num_workers * cfg.num_envs_per_worker * agents_per_env
-    per_batch = math.ceil(trajectories_per_batch(cfg) / num_envs)
+    per_batch = math.ceil(trajectories_per_batch(cfg) * cfg.num_policies / num_envs)
     accumulate = max(1, cfg.num_batches_to_accumulate) if cfg.async_rl else 1
     return BufferLayout(
         num_workers=cfg.num_workers,

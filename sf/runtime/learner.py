@@ -2,10 +2,16 @@
 
 The loss itself lives in `sf.algo.ppo_loss`; this module only arranges data for it (reward scaling,
 return normalization, chunks of `--recurrence` steps for truncated BPTT) and runs the optimizer.
+
+Between two iterations a learner takes what a layer above the runner (population-based training, `sf.pbt`) sends
+through it: its own hyperparameters (`Hyperparameters`), a checkpoint of its weights for another policy to take
+(`ShareWeights`), or another policy's weights and optimizer state to train on from (`AdoptWeights`). Each learner
+keeps its own copy of the config, so a policy's hyperparameters are its own in a serial run too.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -19,12 +25,40 @@ from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
 from sf.profiling import staleness
-from sf.runtime.checkpoint import CheckpointManager, load_state
+from sf.runtime.checkpoint import CheckpointError, CheckpointManager, load_state
 from sf.runtime.event_loop import Component
-from sf.runtime.messages import LearnerStats, LearnerVersion, PolicyVersion, Save, SaveBest, Staleness, Train
+from sf.runtime.messages import (
+    AdoptWeights,
+    Hyperparameters,
+    LearnerStats,
+    LearnerVersion,
+    PolicyVersion,
+    Save,
+    SaveBest,
+    ShareWeights,
+    Staleness,
+    Train,
+    WeightsAdopted,
+    WeightsSaved,
+)
 from sf.utils.roles import RUNNER, Role, batcher_name, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
+
+# the flags a learner takes per policy between iterations (`Hyperparameters`): Sample Factory's PBT set, Adam's
+# betas and epsilon, and the discount factor
+PER_POLICY_HYPERPARAMETERS = (
+    "learning_rate",
+    "exploration_loss_coeff",
+    "value_loss_coeff",
+    "max_grad_norm",
+    "ppo_clip_ratio",
+    "ppo_clip_value",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_eps",
+    "gamma",
+)
 
 
 class Learner(Component):
@@ -44,7 +78,7 @@ class Learner(Component):
         resume_from: Path | None = None,
     ):
         super().__init__(learner_name(policy_id))
-        self.cfg = cfg
+        self.cfg = copy.copy(cfg)  # its hyperparameters may become its own (`Hyperparameters`)
         self.policy_id = policy_id
         self.model = model
         self.store = policy_store
@@ -54,6 +88,7 @@ class Learner(Component):
         self.reward_scale = cfg.reward_scale * reward_scale
         self.env_steps = 0
         self.version = 0
+        self.own_since = 0  # the first version trained from the weights it holds (`AdoptWeights` moves it)
         self.lr_schedule = LearningRateSchedule(cfg)
 
     def on_start(self) -> None:
@@ -105,9 +140,9 @@ class Learner(Component):
             if not self.cfg.async_rl:
                 for w in range(self.cfg.num_workers):
                     self.send(rollout_worker_name(w), PolicyVersion(self.policy_id, self.version))
-        lag = (self.version - 1 - batch["policy_version"]).float()
-        stats["policy_lag"] = float(lag.mean())
-        stats["policy_lag_max"] = float(lag.max())
+        lag = self._own_lags(batch["policy_version"])
+        stats["policy_lag"] = float(lag.mean()) if lag.numel() else math.nan
+        stats["policy_lag_max"] = float(lag.max()) if lag.numel() else math.nan
         with self.timing.add_time("staleness"):  # batches built by hand (tests) carry no trajectory stamps
             ages = staleness.step_ages(batch["traj_time"], self.cfg.rollout, received) if "traj_time" in batch else None
             age_counts = staleness.age_counts(ages) if ages is not None else {}
@@ -116,6 +151,14 @@ class Learner(Component):
         stats["valids_fraction"] = float(data["valids"].float().mean())
         stats["lr"] = self.lr
         self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, stats))
+
+    def _own_lags(self, versions: torch.Tensor) -> torch.Tensor:
+        """Versions behind the weights just trained, of every step collected with these weights: the steps collected
+        before weights were adopted (masked out of the loss) lag another policy's weights, not these."""
+        versions = versions.reshape(-1)
+        if self.own_since:
+            versions = versions[versions >= self.own_since]
+        return (self.version - 1 - versions).float()
 
     def _discard(self, dropped: int) -> None:
         """--sampling_only: count the batch's frames and drop it. Synchronous collection waits for a version
@@ -203,8 +246,8 @@ class Learner(Component):
         valid_fraction = float(data["valids"].float().mean())
         if valid_fraction == 0.0:
             log.warning(
-                "%s: every step of this batch is older than --max_policy_lag=%d versions or of an inactive agent; "
-                "skipped",
+                "%s: every step of this batch is older than --max_policy_lag=%d versions (or collected before the "
+                "policy took another's weights) or of an inactive agent; skipped",
                 self.name,
                 cfg.max_policy_lag,
             )
@@ -361,6 +404,56 @@ class Learner(Component):
             path = self.checkpoints.save_if_best(self._state(), self.version, self.env_steps, metric, value)
         if path is not None:
             log.info("%s: new best policy, %s=%.3f, saved as %s", self.name, metric, value, path.name)
+
+    # what a layer above the runner drives (population-based training) ------------------------------------------
+    def _on_hyperparameters(self, msg: Hyperparameters) -> None:
+        with self.timing.add_time("hyperparameters"):
+            self.set_hyperparameters(msg.values)
+
+    def set_hyperparameters(self, values: dict) -> None:
+        """Train with these values from the next iteration on: the losses and GAE read them from this learner's
+        config, Adam's from its parameter groups, the learning rate from its schedule (`set_base`)."""
+        unknown = sorted(set(values) - set(PER_POLICY_HYPERPARAMETERS))
+        if unknown:
+            raise ValueError(f"{self.name}: not a per-policy hyperparameter: {', '.join(unknown)}")
+        for key, value in values.items():
+            setattr(self.cfg, key, value)
+        for group in self.optimizer.param_groups:
+            group["betas"] = (self.cfg.adam_beta1, self.cfg.adam_beta2)
+            group["eps"] = self.cfg.adam_eps
+        if "learning_rate" in values:
+            self.lr_schedule.set_base(values["learning_rate"])
+            self._set_lr(self.lr_schedule.value(self.env_steps))
+
+    def _on_share_weights(self, msg: ShareWeights) -> None:
+        with self.timing.add_time("save_checkpoint"):
+            path = self.checkpoints.save(self._state(), self.version, self.env_steps)
+        self.send(RUNNER, WeightsSaved(self.policy_id, str(path), self.version))
+
+    def _on_adopt_weights(self, msg: AdoptWeights) -> None:
+        """Train on from another policy's weights and optimizer state, keeping this policy's frames and best value.
+        The version jumps past `--max_policy_lag`, so the batcher drops and the loss masks all experience collected
+        with the old weights (Sample Factory's rule); a checkpoint of the adopted weights is saved at once."""
+        with self.timing.add_time("adopt_weights"):
+            try:
+                state = load_state(Path(msg.path))
+            except CheckpointError as exc:
+                log.warning("%s keeps its own weights: %s", self.name, exc)
+                self.send(RUNNER, WeightsAdopted(self.policy_id, msg.source, self.version, str(exc)))
+                return
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.lr_schedule.lr = state.get("lr", self.lr_schedule.lr)
+            self.version += self.cfg.max_policy_lag + 1
+            self.own_since = self.version
+            self.set_hyperparameters(msg.hyperparameters)
+            self.store.publish(self.model, self.version)
+            self.send(batcher_name(self.policy_id), LearnerVersion(self.version))
+            if not self.cfg.async_rl:
+                for w in range(self.cfg.num_workers):
+                    self.send(rollout_worker_name(w), PolicyVersion(self.policy_id, self.version))
+        self.save()
+        self.send(RUNNER, WeightsAdopted(self.policy_id, msg.source, self.version, None))
 
     def on_stop(self) -> None:
         """A final checkpoint, except in benchmark mode where only throughput matters (or when nothing trained)."""

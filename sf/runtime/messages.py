@@ -88,9 +88,11 @@ class PolicyVersion(NamedTuple):
 
 class TrainingInfo(NamedTuple):
     """Runner -> RolloutWorker, with each progress line: the frames each policy's learner has trained on, for the envs
-    that implement Sample Factory's `TrainingInfoInterface` (`sf.envs.training_info`)."""
+    that implement Sample Factory's `TrainingInfoInterface` (`sf.envs.training_info`), and each policy's reward
+    shaping (set by population-based training) for those with its `RewardShapingInterface`."""
 
     env_steps: dict[int, int]
+    reward_shaping: dict[int, dict | None] = {}
 
 
 # training -------------------------------------------------------------------------------------------------------
@@ -118,6 +120,46 @@ class SaveBest(NamedTuple):
 
     metric: str
     value: float
+
+
+class Hyperparameters(NamedTuple):
+    """Runner -> Learner: train with these values from the next iteration on (flag name -> value, among
+    `sf.runtime.learner.PER_POLICY_HYPERPARAMETERS`); population-based training sets each policy's own."""
+
+    values: dict
+
+
+class ShareWeights(NamedTuple):
+    """Runner -> Learner: save a checkpoint now, for another policy to take these weights from; answered with
+    `WeightsSaved`."""
+
+
+class WeightsSaved(NamedTuple):
+    """Learner -> Runner: the checkpoint `ShareWeights` asked for is written, whole, at `path`."""
+
+    policy_id: int
+    path: str
+    version: int
+
+
+class AdoptWeights(NamedTuple):
+    """Runner -> Learner: between two iterations, take the weights and optimizer state of policy `source`'s checkpoint
+    at `path` and train on with `hyperparameters`; experience collected before is masked out (the version jumps by
+    `--max_policy_lag` + 1, as in Sample Factory). Answered with `WeightsAdopted`."""
+
+    source: int
+    path: str
+    hyperparameters: dict
+
+
+class WeightsAdopted(NamedTuple):
+    """Learner -> Runner: the policy trains on from `source`'s weights since `version` (its own checkpoint of them
+    saved); `error` names why it kept its own weights instead (the checkpoint did not load), else None."""
+
+    policy_id: int
+    source: int
+    version: int
+    error: str | None
 
 
 # what the runner is told ----------------------------------------------------------------------------------------
@@ -223,6 +265,11 @@ WIRING: dict[type, Wire] = {
     LearnerVersion: Wire((LEARNER,), BATCHER, "_on_learner_version"),
     Save: Wire((RUNNER,), LEARNER, "_on_save"),
     SaveBest: Wire((RUNNER,), LEARNER, "_on_save_best"),
+    Hyperparameters: Wire((RUNNER,), LEARNER, "_on_hyperparameters"),
+    ShareWeights: Wire((RUNNER,), LEARNER, "_on_share_weights"),
+    AdoptWeights: Wire((RUNNER,), LEARNER, "_on_adopt_weights"),
+    WeightsSaved: Wire((LEARNER,), RUNNER, "_on_weights_saved"),
+    WeightsAdopted: Wire((LEARNER,), RUNNER, "_on_weights_adopted"),
     LearnerStats: Wire((LEARNER,), RUNNER, "_on_learner_stats"),
     Staleness: Wire((LEARNER,), RUNNER, "_on_staleness"),
     Episodes: Wire((ROLLOUT,), RUNNER, "_on_episodes"),

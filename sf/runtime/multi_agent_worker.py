@@ -7,17 +7,22 @@ is the single-agent worker's, and only what differs per agent lives here: the tr
 statistics and whether the agent is active. An agent's step while it is inactive (`info["is_active"]` False on
 the step before) is written with `active` False, and the learner leaves it out of every loss.
 
-Every agent of an env acts for the env's policy; with several policies an env draws one at an episode's end, once
-every agent's episode has ended on the same step.
+With several policies and `--pbt_mix_policies_in_one_env` (Sample Factory's default; asynchronous runs), each agent
+acts for a policy of its own, drawn by Sample Factory's rule (`sf.runtime.policy_mapping`): one env step then waits
+for the answer of every policy its agents act for, and each agent's trajectory goes to its own policy's batcher.
+Otherwise every agent of an env acts for the env's policy, drawn again at an episode's end once every agent's episode
+has ended on the same step. Either way an agent changes policy where a trajectory starts, with a fresh RNN state.
 """
 
 from __future__ import annotations
 
+import random
 import time
 
 from sf.envs import EnvConfig
 from sf.envs.episodes import episode_record
 from sf.envs.multi_agent import MultiAgentAdapter, open_env
+from sf.runtime.policy_mapping import PolicyMapping
 from sf.runtime.rollout_worker import RolloutWorker
 
 
@@ -33,6 +38,14 @@ class MultiAgentRolloutWorker(RolloutWorker):
         self.agent_len = [0] * rows
         self.agent_active = [True] * rows  # whether the agent acts in its next step
         self.returned: dict[int, int] = {}  # group -> slots of it released so far
+        cfg = self.cfg
+        self.mixing = cfg.pbt_mix_policies_in_one_env and cfg.num_policies > 1 and cfg.async_rl
+        seed = None if cfg.seed is None else cfg.seed * 7919 + 104_729 + self.idx
+        self.mapping = PolicyMapping(cfg.num_policies, agents, random.Random(seed)) if self.mixing else None
+        self.agent_policy = [0] * rows  # the policy each agent acts for
+        self.agent_pending_policy = [0] * rows  # the policy that collected each agent's finished trajectory
+        self.agent_next_policy = [0] * rows  # what the agent acts for from its next trajectory on
+        self.waiting = [0] * self.num_envs  # policies whose actions env i still waits for (mixing)
         super().on_start()
 
     def _start_envs(self) -> None:
@@ -53,7 +66,11 @@ class MultiAgentRolloutWorker(RolloutWorker):
             self.envs.append(env)
             slot = self.free.popleft()
             self.slot[i] = slot
-            self.policy[i] = self._draw_policy()
+            self.policy[i] = self._draw_policy(i)
+            first = i * agents
+            drawn = self.mapping.start(i) if self.mixing else [self.policy[i]] * agents
+            self.agent_policy[first : first + agents] = drawn
+            self.agent_next_policy[first : first + agents] = drawn
             self._write_obs(slot, 0, obs)
             b.np["rnn_states"][slot : slot + agents, 0] = 0.0
             self._clear_step_flags(slot)
@@ -114,16 +131,62 @@ class MultiAgentRolloutWorker(RolloutWorker):
         return [(envs[i].step(actions_np[slot[i] : slot[i] + agents, t[i]]), None) for i in ids]
 
     def _agent_episode_done(self, i: int, k: int, info: dict) -> None:
+        policy = self.agent_policy[k]
         episode = episode_record(info, self.agent_return[k], self.agent_len[k], self.env_stats)
         if episode is not None:
-            self.episodes.setdefault(self.policy[i], []).append(episode)
+            self.episodes.setdefault(policy, []).append(episode)
         self.agent_return[k] = 0.0
         self.agent_len[k] = 0
-        self._tell_training_info(i)
+        if self.mixing:
+            self.agent_next_policy[k] = self.mapping.on_episode_end(i, k - i * self.agents)
+        self._tell_env(i, policy, k - i * self.agents)
+
+    # policies: one per agent -----------------------------------------------------------------------------
+    def _next_policy(self, i: int) -> None:
+        """Env i starts a trajectory in a new group of slots: each agent's finished one goes to the policy that
+        collected it, and an agent that acts for another policy from now on starts it with a fresh RNN state."""
+        super()._next_policy(i)
+        first, rnn_states = i * self.agents, self.buffers.np["rnn_states"]
+        for a in range(self.agents):
+            k = first + a
+            self.agent_pending_policy[k] = self.agent_policy[k]
+            upcoming = self.agent_next_policy[k] if self.mixing else self.policy[i]
+            if upcoming != self.agent_policy[k]:
+                self.agent_policy[k] = upcoming
+                rnn_states[self.slot[i] + a, 0] = 0.0
+
+    def _by_policy(self, envs: list[int]) -> dict[int, list[int]]:
+        if not self.mixing:
+            return super()._by_policy(envs)
+        by_policy: dict[int, list[int]] = {}
+        agents, agent_policy = self.agents, self.agent_policy
+        for i in envs:
+            first = i * agents
+            policies = set(agent_policy[first : first + agents])
+            self.waiting[i] = len(policies)
+            for policy in policies:
+                by_policy.setdefault(policy, []).append(i)
+        return by_policy
+
+    def _answered(self, split: int, policy: int) -> list[int]:
+        """With mixing, an env steps once every policy its agents act for has answered."""
+        envs = super()._answered(split, policy)
+        if not self.mixing:
+            return envs
+        waiting, complete = self.waiting, []
+        for i in envs:
+            waiting[i] -= 1
+            if waiting[i] == 0:
+                complete.append(i)
+        return complete
 
     # slots: a group of one per agent ---------------------------------------------------------------------
-    def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
+    def _rows(self, group: list[int], policy_id: int) -> tuple[list[int], list[int]]:
         agents, slot, t = self.agents, self.slot, self.t
+        if self.mixing:
+            agent_policy = self.agent_policy
+            chosen = [(i, a) for i in group for a in range(agents) if agent_policy[i * agents + a] == policy_id]
+            return [slot[i] + a for i, a in chosen], [t[i] for i, _ in chosen]
         rows = [slot[i] + a for i in group for a in range(agents)]
         return rows, [t[i] for i in group for _ in range(agents)]
 
@@ -132,7 +195,9 @@ class MultiAgentRolloutWorker(RolloutWorker):
         np_ = self.buffers.np
         np_["values"][old : old + agents, T] = np_["values"][new : new + agents, 0]
         np_["traj_time"][old + 1 : old + agents] = np_["traj_time"][old]  # the group's stamps went to its first slot
-        finished.setdefault(self.pending_policy[i], []).extend(range(old, old + agents))
+        first = i * agents
+        for a in range(agents):
+            finished.setdefault(self.agent_pending_policy[first + a], []).append(old + a)
         self.pending[i] = -1
 
     def _carry_over(self, old: int, new: int) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from sf.envs import EnvAdapter, EnvConfig, create_env
 from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
 from sf.envs.registry import create_vector_env, env_shm_names
-from sf.envs.training_info import find_training_info_interface, training_info
+from sf.envs.training_info import find_reward_shaping_interface, find_training_info_interface, training_info
 from sf.envs.vector import VectorConfig, VectorEnv
 from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
 from sf.runtime.event_loop import Component
@@ -95,6 +95,7 @@ class RolloutWorker(Component):
         self.parked: set[int] = set()
         self.version = list(self.start_versions or [0] * cfg.num_policies)
         self.trained_steps = [0] * cfg.num_policies  # the runner's last word (TrainingInfo)
+        self.reward_shaping: dict[int, dict | None] = {}  # policy -> its scheme, once population-based training set one
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
             if cfg.env_threads > 1 and not cfg.envpool
@@ -122,8 +123,10 @@ class RolloutWorker(Component):
             else:
                 self._start_envs()
         self._step_group = self._step_vector if self.vector is not None else self._step_envs
-        # the envs that take Sample Factory's training info at their episodes' ends (None for the others)
+        # the envs that take Sample Factory's training info and reward shaping at their episodes' ends (None for the
+        # others)
         self.info_takers = [find_training_info_interface(env.env) for env in self.envs] or [None] * n
+        self.shaping_takers = [find_reward_shaping_interface(env.env) for env in self.envs] or [None] * n
         self.loop.every(1.0, self._send_episode_stats, owner=self)
         for split in range(self.num_splits):
             self._request(split)
@@ -152,7 +155,7 @@ class RolloutWorker(Component):
             self.envs.append(env)
             slot = self.free.popleft()
             self.slot[i] = slot
-            self.policy[i] = self._draw_policy()
+            self.policy[i] = self._draw_policy(i)
             for key, value in obs.items():
                 obs_np[key][slot, 0] = value
             rnn_np[slot, 0] = 0.0
@@ -173,15 +176,21 @@ class RolloutWorker(Component):
         slots = [self.free.popleft() for _ in range(n)]
         for i, slot in enumerate(slots):
             self.slot[i] = slot
-            self.policy[i] = self._draw_policy()
+            self.policy[i] = self._draw_policy(i)
             self.ready[self.split_of[i]].append(i)
         for key, rows in obs.items():
             self.buffers.obs_np[key][slots, 0] = rows
         self.buffers.np["rnn_states"][slots, 0] = 0.0
         self.buffers.np["traj_time"][slots, 0] = time.monotonic()
 
-    def _draw_policy(self) -> int:
-        return self.rng.randrange(self.cfg.num_policies) if self.cfg.num_policies > 1 else 0
+    def _draw_policy(self, i: int) -> int:
+        """The policy env i acts for next: drawn at random, or with --async_rl=False fixed by the env's global index
+        (Sample Factory's rule), so that every policy's batch is dealt over envs of its own."""
+        if self.cfg.num_policies == 1:
+            return 0
+        if self.sync:
+            return self.global_env[i] % self.cfg.num_policies
+        return self.rng.randrange(self.cfg.num_policies)
 
     # the rollout loop ---------------------------------------------------------------------------------
     def _on_actions(self, msg: Actions) -> None:
@@ -191,12 +200,15 @@ class RolloutWorker(Component):
         for split, seq in zip(msg.splits, msg.seqs):
             awaited = inflight.get((split, policy))
             if awaited is not None and awaited[1] == seq:
-                self._advance_split(split, policy)
+                self._advance_split(split, self._answered(split, policy))
 
-    def _advance_split(self, split: int, policy: int) -> None:
-        """Step the split's envs: first every env, resets included (one `env_step` scope), then their results
+    def _answered(self, split: int, policy: int) -> list[int]:
+        """The envs whose every action is in the buffers once `policy` answered the split's request."""
+        return self.inflight.pop((split, policy))[0]
+
+    def _advance_split(self, split: int, envs: list[int]) -> None:
+        """Step these envs of the split: first every env, resets included (one `env_step` scope), then their results
         into the buffers (one `overhead` scope), so the timing cost is per split, not per env."""
-        envs = self.inflight.pop((split, policy))[0]
         pending = self.pending
         finished: dict[int, list[int]] = {}
         stepping = []
@@ -324,13 +336,18 @@ class RolloutWorker(Component):
         self.ep_return[i] = 0.0
         self.ep_len[i] = 0
         self.episode_ended[i] = True
-        self._tell_training_info(i)
+        self._tell_env(i, self.policy[i], 0)
 
-    def _tell_training_info(self, i: int) -> None:
+    def _tell_env(self, i: int, policy: int, agent: int) -> None:
+        """At the end of an episode of env i's `agent`, acting for `policy`: Sample Factory's training info, and the
+        policy's reward shaping once population-based training has set one."""
+        shaping = self.reward_shaping.get(policy)
         taker = self.info_takers[i]
         if taker is not None:
-            policy = self.policy[i]
-            taker.set_training_info(training_info(policy, self.trained_steps[policy]))
+            taker.set_training_info(training_info(policy, self.trained_steps[policy], shaping))
+        shaper = self.shaping_takers[i]
+        if shaper is not None and shaping is not None:
+            shaper.set_reward_shaping(shaping, agent)
 
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
@@ -349,12 +366,17 @@ class RolloutWorker(Component):
         self._clear_step_flags(new)
         self.buffers.np["traj_time"][new, 0] = time.monotonic()
         self.pending[i] = old
-        self.pending_policy[i] = self.policy[i]
-        if self.episode_ended[i] and self.cfg.num_policies > 1:
-            self.policy[i] = self._draw_policy()
-        self.episode_ended[i] = False
         self.slot[i] = new
         self.t[i] = 0
+        self._next_policy(i)
+
+    def _next_policy(self, i: int) -> None:
+        """Env i starts a trajectory: the finished one goes to the batcher of the policy that collected it; after an
+        episode's end the env acts for a policy drawn again."""
+        self.pending_policy[i] = self.policy[i]
+        if self.episode_ended[i] and self.cfg.num_policies > 1 and not self.sync:
+            self.policy[i] = self._draw_policy(i)
+        self.episode_ended[i] = False
 
     def _carry_over(self, old: int, new: int) -> None:
         """A trajectory continues in a new slot from the last observation and RNN state of the old one."""
@@ -371,10 +393,13 @@ class RolloutWorker(Component):
     def _quota(self, i: int) -> int:
         """Synchronous mode: how many trajectories env i collects for the current policy version.
 
-        The batch's trajectories are dealt out over all envs; the remainder rotates with the version.
+        The batch's trajectories are dealt out over the envs of the policy (every `num_policies`-th env by global
+        index); the remainder rotates with the version.
         """
-        base, extra = divmod(self.traj_per_version, self.envs_total)
-        shift = (self.global_env[i] - self.version[self.policy[i]] * extra) % self.envs_total
+        policies = self.cfg.num_policies
+        envs = self.envs_total // policies
+        base, extra = divmod(self.traj_per_version, envs)
+        shift = (self.global_env[i] // policies - self.version[self.policy[i]] * extra) % envs
         return base + (1 if shift < extra else 0)
 
     def _request(self, split: int) -> None:
@@ -382,21 +407,25 @@ class RolloutWorker(Component):
         if not envs or any(key[0] == split for key in self.inflight):
             return
         with self.timing.add_time("enqueue_policy_requests"):
-            by_policy: dict[int, list[int]] = {}
-            for i in envs:
-                by_policy.setdefault(self.policy[i], []).append(i)
-            for policy_id, group in by_policy.items():
+            for policy_id, group in self._by_policy(envs).items():
                 self._send_request(split, policy_id, group)
             self.ready[split] = []
+
+    def _by_policy(self, envs: list[int]) -> dict[int, list[int]]:
+        """Policy -> the envs of `envs` that need its actions."""
+        by_policy: dict[int, list[int]] = {}
+        for i in envs:
+            by_policy.setdefault(self.policy[i], []).append(i)
+        return by_policy
 
     def _send_request(self, split: int, policy_id: int, envs: list[int]) -> None:
         self.seq += 1
         self.inflight[(split, policy_id)] = (envs, self.seq)
-        slots, steps = self._rows(envs)
+        slots, steps = self._rows(envs, policy_id)
         self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps, self.epoch, self.seq))
 
-    def _rows(self, group: list[int]) -> tuple[list[int], list[int]]:
-        """The (slot, step) of each env of `group` whose actions the inference worker computes."""
+    def _rows(self, group: list[int], policy_id: int) -> tuple[list[int], list[int]]:
+        """The (slot, step) of each row of `group`'s envs whose actions `policy_id`'s inference worker computes."""
         return [self.slot[i] for i in group], [self.t[i] for i in group]
 
     def resend_requests(self, policy_id: int) -> None:
@@ -445,6 +474,7 @@ class RolloutWorker(Component):
     def _on_training_info(self, msg: TrainingInfo) -> None:
         for policy_id, steps in msg.env_steps.items():
             self.trained_steps[policy_id] = steps
+        self.reward_shaping = msg.reward_shaping
 
     def _send_episode_stats(self) -> None:
         for policy_id, episodes in self.episodes.items():

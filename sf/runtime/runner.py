@@ -9,10 +9,13 @@ and timers:
 - `run_outputs`: every component's tree for profile.json and profile_series.jsonl (`ProfileRecords`) and as
   TensorBoard scalars (`TimingScalars`);
 - `run_control`: the periods of the timers (`Schedule`) and why the run stops (`StopRequest`);
-- `observers`: a user's `AlgoObserver`s and episode handlers (Sample Factory's hooks), called in `observers/<hook>`.
+- `observers`: a user's `AlgoObserver`s and episode handlers (Sample Factory's hooks), called in `observers/<hook>`;
+- `policy_control`: what a layer above steers the learners with (`control`: hyperparameters, weight copies and
+  reward shaping per policy; population-based training, `sf.pbt`, is an observer that uses it).
 
-For those hooks the runner also offers the attributes Sample Factory's runner has: `cfg`, `env_steps`,
-`policy_avg_stats`, `writers` and `total_env_steps_since_resume`.
+For those hooks the runner also offers the attributes Sample Factory's runner has: `cfg`, `env_info`, `env_steps`,
+`policy_avg_stats`, `writers` and `total_env_steps_since_resume`, and `summary_sections`, where an observer adds a
+section of summary.json.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from sf.cfg.arguments import cfg_to_dict
 from sf.profiling import resources, staleness, tb_layout, timeline
@@ -42,8 +47,11 @@ from sf.runtime.messages import (
     SaveBest,
     Staleness,
     TrainingInfo,
+    WeightsAdopted,
+    WeightsSaved,
 )
 from sf.runtime.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Registrations
+from sf.runtime.policy_control import PolicyControl
 from sf.runtime.run_control import Schedule, StopRequest
 from sf.runtime.run_outputs import ProfileRecords, TimingScalars
 from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
@@ -57,9 +65,17 @@ class Runner(Component):
     wait_key = "wait_messages"
     timing_base = "main_loop"  # the placements run the whole loop inside the runner's `main_loop` scope
 
-    def __init__(self, cfg, experiment: Experiment, on_stop_request=None, registrations: Registrations | None = None):
+    def __init__(
+        self,
+        cfg,
+        experiment: Experiment,
+        on_stop_request=None,
+        registrations: Registrations | None = None,
+        env_info=None,
+    ):
         super().__init__(RUNNER)
         self.cfg = cfg
+        self.env_info = env_info  # the probed env (`sf.envs.spaces.EnvInfo`), as Sample Factory's runner has it
         self.experiment = experiment
         self.on_stop_request = on_stop_request
         self.start_time = time.monotonic()
@@ -83,6 +99,8 @@ class Runner(Component):
         self.iterations = {p: 0 for p in range(cfg.num_policies)}  # training iterations this session, per policy
         self.unknown_best_metric = False  # said once: no episode reports --save_best_metric
         self.healer = None  # what restarts failed components (`sf.runtime.healer`), set by the placement
+        self.control = PolicyControl(self.send)
+        self.summary_sections: dict[str, Callable[[], Any]] = {}  # summary.json key -> what fills it at the end
 
     # what the placements read and set ------------------------------------------------------------------
     @property
@@ -168,6 +186,12 @@ class Runner(Component):
     def _on_episodes(self, msg: Episodes) -> None:
         self.progress.on_episodes(msg.policy_id, msg.episodes)
         self.observers.episodes(self, msg.policy_id, msg.episodes)
+
+    def _on_weights_saved(self, msg: WeightsSaved) -> None:
+        self.control.on_saved(msg)
+
+    def _on_weights_adopted(self, msg: WeightsAdopted) -> None:
+        self.control.on_adopted(msg)
 
     def _on_node_stats(self, msg: NodeStats) -> None:
         self.records.set_transfer(msg.agent, msg.stats)
@@ -286,8 +310,9 @@ class Runner(Component):
         envs with Sample Factory's TrainingInfoInterface)."""
         with self.timing.add_time("report"):
             self._report()
+            info = TrainingInfo(dict(self.progress.env_steps), dict(self.control.reward_shaping))
             for w in range(self.cfg.num_workers):
-                self.send(rollout_worker_name(w), TrainingInfo(dict(self.progress.env_steps)))
+                self.send(rollout_worker_name(w), info)
 
     def _report(self) -> None:
         progress, now = self.progress, time.monotonic()
@@ -331,7 +356,24 @@ class Runner(Component):
             "policy_lag_max": stats.get("policy_lag_max"),
             "trajectory_age_p50_s": staleness.age_quantile(ages, 0.5),
             "trajectory_age_p95_s": staleness.age_quantile(ages, 0.95),
+            **self._policies_record(),
         }
+
+    def _policies_record(self) -> dict:
+        """Each policy's frames, objective and lag, for the live view of a run of several policies."""
+        if self.cfg.num_policies < 2:
+            return {}
+        objective = self.cfg.pbt_target_objective if self.cfg.with_pbt else "true_objective"
+        policies = {}
+        for p, frames in self.progress.env_steps.items():
+            lag = (self.progress.last_stats.get(p) or {}).get("policy_lag")
+            value = self.progress.avg_stat(objective, p)
+            policies[str(p)] = {
+                "frames": frames,
+                "objective": value,
+                "lag": lag if lag is not None and lag == lag else None,
+            }
+        return {"objective": objective, "policies": policies}
 
     def summary(self) -> dict:
         return {
@@ -344,6 +386,7 @@ class Runner(Component):
                 if self.cfg.backend == "ray"
                 else {}
             ),
+            **{name: section() for name, section in self.summary_sections.items()},
             "status": self.stop.status or "error",
             "error": self.stop.error,
         }

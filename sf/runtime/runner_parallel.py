@@ -155,7 +155,7 @@ def run_parallel(
         spares=spares,
     )
 
-    runner = Runner(cfg, experiment, on_stop_request=control.set, registrations=registrations)
+    runner = Runner(cfg, experiment, on_stop_request=control.set, registrations=registrations, env_info=env_info)
     expected = {_process_label(kind, a, b) for kind, a, b in specs} | {batcher_name(p) for p in range(cfg.num_policies)}
     if colocated:
         expected |= {inference_worker_name(p, w) for p in range(cfg.num_policies) for w in local_workers}

@@ -67,7 +67,7 @@ def run_serial(
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
     compile_kernels(cfg, models[0], buffers, device)  # before the runner's clock starts
-    runner = Runner(cfg, experiment, registrations=registrations)
+    runner = Runner(cfg, experiment, registrations=registrations, env_info=env_info)
     loop = EventLoop(stop_event=stop_event)
     incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
     epochs = Epochs(incarnations, 0)

@@ -11,6 +11,7 @@ from sf.envs import EnvConfig
 from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
 from sf.envs.spaces import EnvInfo
+from sf.envs.training_info import default_reward_shaping
 from sf.envs.vector import VectorConfig
 from sf.model import create_actor_critic
 from sf.model.precision import PrecisionChoice, choose_precision
@@ -28,7 +29,10 @@ def probe_env(cfg) -> EnvInfo:
     else:
         env = open_env(cfg, EnvConfig(worker_index=-1, vector_index=0, env_id=-1))
     try:
-        info = EnvInfo(env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip))
+        shaping = default_reward_shaping(getattr(env, "env", None))
+        info = EnvInfo(
+            env.obs_spec, env.action_spec, float(env.reward_scale), int(env.frameskip), reward_shaping=shaping
+        )
         if isinstance(env, MultiAgentAdapter):
             info = replace(info, num_agents=env.num_agents, is_multiagent=True)
     finally:
