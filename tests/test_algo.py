@@ -304,6 +304,8 @@ def lr_cfg(schedule: str, **overrides):
         lr_schedule=schedule,
         learning_rate=1e-3,
         train_for_env_steps=1000,
+        batch_size=10,
+        num_epochs=2,
         lr_schedule_kl_threshold=0.01,
         lr_adaptive_min=1e-4,
         lr_adaptive_max=2e-3,
@@ -314,9 +316,11 @@ def lr_cfg(schedule: str, **overrides):
 def test_constant_and_linear_decay_schedules():
     constant = LearningRateSchedule(lr_cfg("constant"))
     assert constant.value(0) == constant.value(900, kl=1.0) == 1e-3
+    # Sample Factory's horizon: 1000 // 10 * 2 = 200 SGD steps, the lr falling linearly with them
     linear = LearningRateSchedule(lr_cfg("linear_decay"))
     assert linear.value(0) == pytest.approx(1e-3)
-    assert linear.value(250) == pytest.approx(7.5e-4)
+    assert linear.value(50) == pytest.approx(7.5e-4)
+    assert linear.value(150) == pytest.approx(2.5e-4)
     assert linear.value(5000) == 0.0
 
 

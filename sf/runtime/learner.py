@@ -54,6 +54,7 @@ class Learner(Component):
         self.reward_scale = cfg.reward_scale * reward_scale
         self.env_steps = 0
         self.version = 0
+        self.sgd_steps = 0  # optimizer steps over the whole run: the clock of --lr_schedule=linear_decay
         self.lr_schedule = LearningRateSchedule(cfg)
 
     def on_start(self) -> None:
@@ -72,6 +73,8 @@ class Learner(Component):
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
+            # checkpoints from before the count was kept: every iteration took the configured number of steps
+            self.sgd_steps = state.get("sgd_steps", self.version * cfg.num_epochs * cfg.num_batches_per_epoch)
             self.checkpoints.best_value = state.get("best_performance", self.checkpoints.best_value)
             self.lr_schedule.lr = state.get("lr", self.lr_schedule.lr)  # a KL-adaptive rate carries on where it was
             log.info(
@@ -81,7 +84,7 @@ class Learner(Component):
                 self.env_steps,
                 self.resume_from,
             )
-        self._set_lr(self.lr_schedule.value(self.env_steps))
+        self._set_lr(self.lr_schedule.value(self.sgd_steps))
         self.store.publish(self.model, self.version)
         self.send(batcher_name(self.policy_id), LearnerVersion(self.version))
         self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, {}))
@@ -225,14 +228,13 @@ class Learner(Component):
                         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
                     self._apply_lr(self.lr * valid_fraction)  # masked data: a proportionally smaller step
                     self.optimizer.step()
+                self.sgd_steps += 1
                 epoch_kls.append(float(losses["kl_divergence"]))
-                if cfg.lr_schedule == "kl_adaptive_minibatch":
-                    self.lr = self.lr_schedule.value(self.env_steps, epoch_kls[-1])
+                if self.lr_schedule.per_sgd_step:
+                    self.lr = self.lr_schedule.value(self.sgd_steps, epoch_kls[-1])
             if cfg.lr_schedule == "kl_adaptive_epoch":
-                self.lr = self.lr_schedule.value(self.env_steps, sum(epoch_kls) / len(epoch_kls))
+                self.lr = self.lr_schedule.value(self.sgd_steps, sum(epoch_kls) / len(epoch_kls))
             kls += epoch_kls
-        if cfg.lr_schedule in ("constant", "linear_decay"):
-            self.lr = self.lr_schedule.value(self.env_steps)
         with self.timing.add_time("losses_postprocess"):
             for key, value in losses.items():
                 stats[key] = float(value.detach())
@@ -336,6 +338,7 @@ class Learner(Component):
             "optimizer": self.optimizer.state_dict(),
             "env_steps": self.env_steps,
             "version": self.version,
+            "sgd_steps": self.sgd_steps,
             "best_performance": self.checkpoints.best_value,
             "lr": self.lr,
         }
