@@ -356,3 +356,11 @@ def test_running_mean_std_follows_every_change_of_its_statistics():
     other.update(torch.randn(64, 3) * 0.5)
     rms.load_state_dict(other.state_dict())
     assert torch.allclose(rms.denormalize(x), x * torch.sqrt(other.var + other.epsilon) + other.mean)
+
+
+def test_running_mean_std_summary_uses_sample_factorys_names_and_reductions():
+    rms = RunningMeanStd((2,))
+    x = torch.tensor([[0.0, 10.0], [2.0, 30.0], [4.0, 20.0]])
+    rms.update(x)
+    std = torch.sqrt(x.var(0, unbiased=False) + 1e-5)
+    assert rms.summary("obs") == pytest.approx({"obs_running_mean": 11.0, "obs_running_std": float(std.mean())})

@@ -100,6 +100,14 @@ class ActorCritic(nn.Module):
     def _resnet_trunks(self) -> list[nn.Module]:
         return [m.trunk for m in self.modules() if isinstance(m, ConvEncoder) and m.is_resnet]
 
+    def summaries(self) -> dict[str, float]:
+        """The normalizers' statistics under Sample Factory's TensorBoard names (`obs_running_mean`,
+        `returns_running_std`, ...), for the learner's statistics."""
+        stats = self.obs_normalizer.summaries()
+        if self.returns_normalizer is not None:
+            stats.update(self.returns_normalizer.summary("returns"))
+        return stats
+
     # stages --------------------------------------------------------------------------------------------
     def normalize_obs(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
         return self.obs_normalizer(obs, update=update)

@@ -239,6 +239,7 @@ class Learner(Component):
             for key, value in losses.items():
                 stats[key] = float(value.detach())
             stats["grad_norm"] = float(grad_norm)
+            stats.update(self.model.summaries())
             stats["kl_divergence"] = sum(kls) / len(kls)
         return stats
 
