@@ -43,7 +43,7 @@ def test_sample_factory_side_never_sees_an_sf_tree_on_its_path(monkeypatch, tmp_
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), keep]))
     other_sf = str(tmp_path / "other")
     assert Side("Sample Factory", "python", hidden=(str(ROOT), other_sf), is_sf=False).environ()["PYTHONPATH"] == keep
-    sf_side = Side("sf before", "python", pythonpath=(other_sf,), hidden=(str(ROOT),))
+    sf_side = Side("sf before", "python", pythonpath=(other_sf,), hidden=(str(ROOT), other_sf))
     assert sf_side.environ()["PYTHONPATH"] == os.pathsep.join([other_sf, keep])
     assert sf_side.slug == "sf_before"
 
@@ -64,6 +64,7 @@ def test_two_seeds_of_sf_give_curves_a_table_and_a_plot(tmp_path):
     for seed in (1, 2):
         record = json.loads((runs / f"seed{seed}.done.json").read_text())
         assert record["returncode"] == 0 and f"--seed={seed}" in record["command"]
+        assert record["pythonpath"].split(os.pathsep)[0] == str(ROOT)
         points = read_scalars(runs / f"seed{seed}")["reward/avg_episode_reward"]
         finals.append([v for step, v in points if step <= 2048 * 1.03][-1])
 
@@ -87,4 +88,9 @@ def test_bad_input_is_one_line_naming_the_flag(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
         f"sf.bench.learning: error: --sample_factory: {tmp_path / 'no_python'} is not a file (give a venv's bin/python)"
+    ]
+    not_a_tree = run_tool(tmp_path / "x", f"--sf_tree=old={tmp_path}")
+    assert not_a_tree.returncode == 2
+    assert not_a_tree.stderr.strip().splitlines() == [
+        f"sf.bench.learning: error: --sf_tree: 'old={tmp_path}' is not LABEL=PATH of a tree holding sf/__init__.py"
     ]

@@ -5,8 +5,8 @@ Each (seed, env) pair runs under every side before the next pair starts, so the 
 Both sides' metric comes from their own TensorBoard event files, against env frames. The outputs, in `--out`:
 `learning_curves.csv` (mean and spread over seeds on a grid of frames), `learning_curves.png` (a panel per env) and
 `results.md` (scores at a third, two thirds and all of the frames). Finished runs are kept and reused, so a
-comparison cut short resumes, and a second invocation with another `--sf_label` (say, sf from another source tree
-with `--sf_source`) adds a side to the same tables.
+comparison cut short resumes where it stopped; `--sf_tree LABEL=PATH` (repeatable) runs sf from other source trees
+(say, a checkout before a change) as sides of their own.
 """
 
 from __future__ import annotations
@@ -39,9 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sample_factory", default=None, help="python of a venv with sample-factory (2.1.1): adds its side"
     )
-    parser.add_argument("--sf_label", default=SF, help="the sf side's name in the tables and its folder")
     parser.add_argument(
-        "--sf_source", default=None, help="run sf from this source tree (another checkout) instead of this one"
+        "--sf_tree",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="an sf side running sf from the source tree PATH (repeatable); without any, this tree, labelled sf",
     )
     parser.add_argument("--out", default=None, help="output folder (default: train_dir/learning_<suite>)")
     parser.add_argument("--timeout_s", type=float, default=None, help="stop a run that takes longer than this")
@@ -58,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     suite = LEARNING_SUITES[args.suite]
     if args.seeds < 1 or args.frames < 1:
         return _usage_error("--seeds and --frames must be positive")
-    if args.sf_source is not None and not (Path(args.sf_source) / "sf" / "__init__.py").is_file():
-        return _usage_error(f"--sf_source: {args.sf_source} holds no sf package (sf/__init__.py)")
+    trees = [tree.split("=", 1) for tree in args.sf_tree]
+    for tree in trees:
+        if len(tree) != 2 or not tree[0] or not (Path(tree[1]) / "sf" / "__init__.py").is_file():
+            return _usage_error(f"--sf_tree: {'='.join(tree)!r} is not LABEL=PATH of a tree holding sf/__init__.py")
     if args.sample_factory is not None and not Path(args.sample_factory).is_file():
         return _usage_error(f"--sample_factory: {args.sample_factory} is not a file (give a venv's bin/python)")
     envs = [suite.env_name(g) for g in args.games] if args.games else list(suite.envs)
     out = Path(args.out or f"train_dir/learning_{args.suite}").resolve()
-    sides = _sides(args)
+    sides = _sides(trees or [(SF, str(SF_ROOT))], args.sample_factory)
     specs = [
         _spec(suite, side, env, seed, args.frames, extra, out)
         for seed in range(1, args.seeds + 1)
@@ -77,11 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _sides(args: argparse.Namespace) -> list[Side]:
-    sf_tree = str(Path(args.sf_source).resolve()) if args.sf_source else str(SF_ROOT)
-    sides = [Side(args.sf_label, sys.executable, pythonpath=(sf_tree,), hidden=(str(SF_ROOT),))]
-    if args.sample_factory:
-        sides.append(Side(SAMPLE_FACTORY, args.sample_factory, hidden=(str(SF_ROOT), sf_tree), is_sf=False))
+def _sides(trees: list[tuple[str, str]], sample_factory: str | None) -> list[Side]:
+    """The sf trees in the order given, then Sample Factory; no side sees another sf tree on its path."""
+    paths = [str(SF_ROOT), *(str(Path(path).resolve()) for _, path in trees)]
+    sides = [
+        Side(label, sys.executable, pythonpath=(str(Path(path).resolve()),), hidden=tuple(paths))
+        for label, path in trees
+    ]
+    if sample_factory:
+        sides.append(Side(SAMPLE_FACTORY, sample_factory, hidden=tuple(paths), is_sf=False))
     return sides
 
 

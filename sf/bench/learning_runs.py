@@ -74,6 +74,7 @@ class RunSpec:
 @dataclass(frozen=True)
 class RunRecord:
     command: str
+    pythonpath: str  # which sf tree ran (the command alone does not say)
     returncode: int
     wall_s: float
     finished: str  # local time, ISO format
@@ -89,13 +90,14 @@ def run(spec: RunSpec, timeout_s: float | None = None) -> RunRecord:
     shutil.rmtree(spec.experiment_dir, ignore_errors=True)
     spec.done_path.unlink(missing_ok=True)
     start = time.monotonic()
+    environ = spec.side.environ()
     with open(spec.log_path, "w") as log:
         proc = subprocess.Popen(
             spec.command,
             cwd=spec.folder,  # outside any source tree: `-m sf_examples...` resolves through PYTHONPATH and the venv
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=spec.side.environ(),
+            env=environ,
             start_new_session=True,
         )
         try:
@@ -106,8 +108,7 @@ def run(spec: RunSpec, timeout_s: float | None = None) -> RunRecord:
         except BaseException:
             stop_process_group(proc, STOP_GRACE_S)
             raise
-    record = RunRecord(
-        shlex.join(spec.command), returncode, time.monotonic() - start, time.strftime("%Y-%m-%dT%H:%M:%S")
-    )
+    finished = time.strftime("%Y-%m-%dT%H:%M:%S")
+    record = RunRecord(shlex.join(spec.command), environ["PYTHONPATH"], returncode, time.monotonic() - start, finished)
     spec.done_path.write_text(json.dumps(asdict(record), indent=1) + "\n")
     return record
