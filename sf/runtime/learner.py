@@ -253,6 +253,22 @@ class Learner(Component):
 
     def _losses(self, data: dict, chunk_ids: torch.Tensor, chunk: int) -> dict:
         """Forward the chosen chunks of `chunk` consecutive steps and compute the PPO losses on them."""
+        inputs = self._loss_inputs(data, chunk_ids, chunk)
+        with self.timing.add_time("losses"):
+            return ppo_losses(inputs, self._coefficients())
+
+    def _coefficients(self) -> LossCoefficients:
+        cfg = self.cfg
+        return LossCoefficients(
+            clip_ratio=cfg.ppo_clip_ratio,
+            clip_value=cfg.ppo_clip_value,
+            value_loss_coeff=cfg.value_loss_coeff,
+            exploration_loss_coeff=cfg.exploration_loss_coeff,
+            kl_loss_coeff=cfg.kl_loss_coeff,
+        )
+
+    def _loss_inputs(self, data: dict, chunk_ids: torch.Tensor, chunk: int) -> LossInputs:
+        """The per-sample tensors the loss takes, for the chosen chunks: the model's forward pass and the targets."""
         cfg, model = self.cfg, self.model
         steps = (chunk_ids.unsqueeze(1) * chunk + torch.arange(chunk, device=chunk_ids.device)).reshape(-1)
         whole_batch = steps.numel() == data["n"] * cfg.rollout and not cfg.shuffle_minibatches
@@ -286,28 +302,18 @@ class Learner(Component):
             else:
                 advantages = data["advantages"].index_select(0, steps)
                 returns = data["returns"].index_select(0, steps)
-        with self.timing.add_time("losses"):
-            return ppo_losses(
-                LossInputs(
-                    log_prob=log_prob,
-                    old_log_prob=old_log_prob,
-                    advantages=advantages,
-                    values=values,
-                    old_values=data["old_values"].index_select(0, steps),
-                    returns=returns,
-                    entropy=entropy,
-                    kl_to_behaviour=kl_to_behaviour,
-                    uniform_kl=uniform_kl,
-                    valids=None if bool(valids.all()) else valids,
-                ),
-                LossCoefficients(
-                    clip_ratio=cfg.ppo_clip_ratio,
-                    clip_value=cfg.ppo_clip_value,
-                    value_loss_coeff=cfg.value_loss_coeff,
-                    exploration_loss_coeff=cfg.exploration_loss_coeff,
-                    kl_loss_coeff=cfg.kl_loss_coeff,
-                ),
-            )
+        return LossInputs(
+            log_prob=log_prob,
+            old_log_prob=old_log_prob,
+            advantages=advantages,
+            values=values,
+            old_values=data["old_values"].index_select(0, steps),
+            returns=returns,
+            entropy=entropy,
+            kl_to_behaviour=kl_to_behaviour,
+            uniform_kl=uniform_kl,
+            valids=None if bool(valids.all()) else valids,
+        )
 
     def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):
         """V-trace targets over whole trajectories with the current critic (values are in normalized space)."""
