@@ -130,8 +130,9 @@ def collect(suite: LearningSuite, out: Path, envs: list[str], seeds: int) -> lea
     """Every finished run of seeds 1..N of these envs in `out`, of every side that ran there."""
     results: learning_curves.Results = {}
     for env in envs:
-        for side_dir in sorted(p for p in (out / "runs" / env).glob("*") if (p / SIDE_FILE).is_file()):
-            side = json.loads((side_dir / SIDE_FILE).read_text())
+        folders = [p for p in (out / "runs" / env).glob("*") if (p / SIDE_FILE).is_file()]
+        sides = [(p, json.loads((p / SIDE_FILE).read_text())) for p in folders]
+        for side_dir, side in sorted(sides, key=lambda s: (not s[1]["is_sf"], s[1]["label"])):  # sf sides first
             tag = suite.sf_tag if side["is_sf"] else suite.sample_factory_tag
             curves = []
             for seed in range(1, seeds + 1):
