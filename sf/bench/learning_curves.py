@@ -141,7 +141,7 @@ def plot(results: Results, total: int, metric: str, path: Path) -> None:
             xs = [x / 1e3 for x, _ in spreads]
             n = max(s.n for _, s in spreads)
             color = colors[i % len(colors)]
-            ax.plot(xs, [s.mean for _, s in spreads], color=color, label=f"{side} ({n} seeds)")
+            ax.plot(xs, [s.mean for _, s in spreads], color=color, label=f"{side} ({n} seed{'s' if n > 1 else ''})")
             ax.fill_between(xs, [s.low for _, s in spreads], [s.high for _, s in spreads], color=color, alpha=0.2)
         ax.set_title(env, fontsize=9)
         ax.set_xlabel("env frames (thousands)", fontsize=8)
