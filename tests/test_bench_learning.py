@@ -94,3 +94,8 @@ def test_bad_input_is_one_line_naming_the_flag(tmp_path):
     assert not_a_tree.stderr.strip().splitlines() == [
         f"sf.bench.learning: error: --sf_tree: 'old={tmp_path}' is not LABEL=PATH of a tree holding sf/__init__.py"
     ]
+    nothing = run_tool(tmp_path / "x", "--report_only")
+    assert nothing.returncode == 1
+    assert nothing.stderr.strip().splitlines() == [
+        f"sf.bench.learning: no finished runs of CartPole-v1 in {tmp_path / 'x'}"
+    ]

@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     failed = 0 if args.report_only else _run_all(specs, args.timeout_s)
     results = collect(suite, out, envs, args.seeds)
+    if not results:
+        print(f"sf.bench.learning: no finished runs of {', '.join(envs)} in {out}", file=sys.stderr)
+        return 1
     write_outputs(results, suite, args.frames, out)
     return 1 if failed else 0
 
@@ -156,8 +159,7 @@ def write_outputs(results: learning_curves.Results, suite: LearningSuite, frames
     )
     (out / "results.md").write_text(header + table)
     learning_curves.write_csv(results, frames, out / "learning_curves.csv")
-    if results:
-        learning_curves.plot(results, frames, suite.metric, out / "learning_curves.png")
+    learning_curves.plot(results, frames, suite.metric, out / "learning_curves.png")
     print(table)
     print(f"written: {out / 'results.md'}, {out / 'learning_curves.csv'}, {out / 'learning_curves.png'}")
 
