@@ -107,23 +107,10 @@ def shm_leaked(before: set[str]) -> set[str]:
 
 
 def read_scalars(exp_dir: Path, policy: int | None = None) -> dict[str, list[float]]:
-    """Every TensorBoard scalar the run wrote (or one policy's), by tag, in file order (records: length, crc, event,
-    crc)."""
-    import struct
+    """Every TensorBoard scalar the run wrote (or one policy's), by tag, in file order (values only)."""
+    from sf.analysis.tb_scalars import read_scalars as read_steps_and_values
 
-    from tensorboardX.proto import event_pb2
-
-    series: dict[str, list[float]] = {}
-    folder = "*" if policy is None else str(policy)
-    for path in sorted(Path(exp_dir).glob(f".summary/{folder}/events.out.tfevents.*")):
-        data, at = path.read_bytes(), 0
-        while at < len(data):
-            (length,) = struct.unpack("<Q", data[at : at + 8])
-            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
-            at += 12 + length + 4
-            for value in event.summary.value:
-                series.setdefault(value.tag, []).append(value.simple_value)
-    return series
+    return {tag: [value for _, value in points] for tag, points in read_steps_and_values(exp_dir, policy).items()}
 
 
 def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int = 640) -> Path:

@@ -304,6 +304,8 @@ def lr_cfg(schedule: str, **overrides):
         lr_schedule=schedule,
         learning_rate=1e-3,
         train_for_env_steps=1000,
+        batch_size=10,
+        num_epochs=2,
         lr_schedule_kl_threshold=0.01,
         lr_adaptive_min=1e-4,
         lr_adaptive_max=2e-3,
@@ -314,9 +316,11 @@ def lr_cfg(schedule: str, **overrides):
 def test_constant_and_linear_decay_schedules():
     constant = LearningRateSchedule(lr_cfg("constant"))
     assert constant.value(0) == constant.value(900, kl=1.0) == 1e-3
+    # Sample Factory's horizon: 1000 // 10 * 2 = 200 SGD steps, the lr falling linearly with them
     linear = LearningRateSchedule(lr_cfg("linear_decay"))
     assert linear.value(0) == pytest.approx(1e-3)
-    assert linear.value(250) == pytest.approx(7.5e-4)
+    assert linear.value(50) == pytest.approx(7.5e-4)
+    assert linear.value(150) == pytest.approx(2.5e-4)
     assert linear.value(5000) == 0.0
 
 
@@ -352,3 +356,11 @@ def test_running_mean_std_follows_every_change_of_its_statistics():
     other.update(torch.randn(64, 3) * 0.5)
     rms.load_state_dict(other.state_dict())
     assert torch.allclose(rms.denormalize(x), x * torch.sqrt(other.var + other.epsilon) + other.mean)
+
+
+def test_running_mean_std_summary_uses_sample_factorys_names_and_reductions():
+    rms = RunningMeanStd((2,))
+    x = torch.tensor([[0.0, 10.0], [2.0, 30.0], [4.0, 20.0]])
+    rms.update(x)
+    std = torch.sqrt(x.var(0, unbiased=False) + 1e-5)
+    assert rms.summary("obs") == pytest.approx({"obs_running_mean": 11.0, "obs_running_std": float(std.mean())})

@@ -299,3 +299,34 @@ def test_kl_adaptive_learning_rate_follows_exact_kl_and_survives_resume(tmp_path
     resumed = make_learner(make_cfg(tmp_path, *flags), tmp_path, resume=True)
     assert resumed.lr == pytest.approx(1e-3 / 1.5)
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 / 1.5)
+
+
+def test_linear_decay_steps_every_minibatch_as_sample_factory_and_survives_resume(tmp_path):
+    """The rate of each optimizer step is lr * (1 - k / (train_for_env_steps // batch_size * num_epochs)) after k
+    steps (Sample Factory's LinearDecayScheduler); a resumed learner continues from its saved step count."""
+    flags = (
+        "--lr_schedule=linear_decay",
+        "--learning_rate=1e-3",
+        "--use_rnn=False",
+        f"--batch_size={N * T // 2}",
+        "--num_batches_per_epoch=2",
+        "--num_epochs=3",
+        "--train_for_env_steps=80",  # 80 // 8 * 3 = 30 steps to zero
+    )
+    learner = make_learner(make_cfg(tmp_path, *flags), tmp_path)
+    applied = []
+    step = learner.optimizer.step
+
+    def recording_step(*args, **kwargs):
+        applied.append(learner.optimizer.param_groups[0]["lr"])
+        return step(*args, **kwargs)
+
+    learner.optimizer.step = recording_step
+    learner._on_train(Train(hand_built_batch(learner.model), N * T, 0))
+    assert applied == pytest.approx([1e-3 * (1 - k / 30) for k in range(6)])
+    assert learner.lr == pytest.approx(1e-3 * (1 - 6 / 30))
+    learner.save()
+
+    resumed = make_learner(make_cfg(tmp_path, *flags), tmp_path, resume=True)
+    assert resumed.sgd_steps == 6
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 6 / 30))

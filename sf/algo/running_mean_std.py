@@ -66,3 +66,9 @@ class RunningMeanStd(nn.Module):
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         return torch.addcmul(self.mean, x, self._std_and_inverse()[0])
+
+    def summary(self, prefix: str) -> dict[str, float]:
+        """`<prefix>_running_mean` and `<prefix>_running_std`: the mean over elements of the mean and of
+        sqrt(var + eps), Sample Factory's TensorBoard names for its normalizers."""
+        std, _ = self._std_and_inverse()
+        return {f"{prefix}_running_mean": float(self.mean.mean()), f"{prefix}_running_std": float(std.mean())}

@@ -118,7 +118,7 @@ def run_training(
         try:
             killed = _supervise(proc, collecting, measure_s, deadline, grace_s)
         except BaseException:
-            _stop(proc, grace_s)
+            stop_process_group(proc, grace_s)
             raise
         reader.join(timeout=5.0)
     wall = time.monotonic() - start
@@ -175,10 +175,10 @@ def _supervise(
         proc.wait(timeout=left())
         return False
     except subprocess.TimeoutExpired:
-        return _stop(proc, grace_s)
+        return stop_process_group(proc, grace_s)
 
 
-def _stop(proc: subprocess.Popen, grace_s: float) -> bool:
+def stop_process_group(proc: subprocess.Popen, grace_s: float) -> bool:
     """SIGINT to the run's whole process group, SIGKILL after `grace_s`. True when it had to be killed."""
     if proc.poll() is not None:
         return False

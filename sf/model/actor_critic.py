@@ -140,6 +140,14 @@ class ActorCritic(nn.Module):
     def _resnet_trunks(self) -> list[nn.Module]:
         return [m.trunk for m in self.modules() if isinstance(m, ConvEncoder) and m.is_resnet]
 
+    def summaries(self) -> dict[str, float]:
+        """The normalizers' statistics under Sample Factory's TensorBoard names (`obs_running_mean`,
+        `returns_running_std`, ...), for the learner's statistics."""
+        stats = self.obs_normalizer.summaries()
+        if self.returns_normalizer is not None:
+            stats.update(self.returns_normalizer.summary("returns"))
+        return stats
+
     def _users(self) -> list[nn.Module]:
         """The parts users registered."""
         stages = {"encoder": self.encoders, "core": self.cores, "decoder": self.decoders}

@@ -49,6 +49,10 @@ class ObsNormalizer(nn.Module):
             else:
                 stats.update(self._scaled(key, x))
 
+    def summaries(self) -> dict[str, float]:
+        """`<key>_running_mean` and `<key>_running_std` of each normalized key (see `RunningMeanStd.summary`)."""
+        return {name: v for key, stats in self._stats_by_key.items() for name, v in stats.summary(key).items()}
+
     def forward(self, obs: dict[str, torch.Tensor], update: bool = False) -> dict[str, torch.Tensor]:
         """float32 observations; the inputs are never modified in place, statistics move only if `update`."""
         if update:

@@ -89,6 +89,7 @@ class Learner(Component):
         self.env_steps = 0
         self.version = 0
         self.own_since = 0  # the first version trained from the weights it holds (`AdoptWeights` moves it)
+        self.sgd_steps = 0  # optimizer steps over the whole run: the clock of --lr_schedule=linear_decay
         self.lr_schedule = LearningRateSchedule(cfg)
 
     def on_start(self) -> None:
@@ -107,6 +108,8 @@ class Learner(Component):
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.env_steps, self.version = state["env_steps"], state["version"]
+            # checkpoints from before the count was kept: every iteration took the configured number of steps
+            self.sgd_steps = state.get("sgd_steps", self.version * cfg.num_epochs * cfg.num_batches_per_epoch)
             self.checkpoints.best_value = state.get("best_performance", self.checkpoints.best_value)
             self.lr_schedule.lr = state.get("lr", self.lr_schedule.lr)  # a KL-adaptive rate carries on where it was
             log.info(
@@ -116,7 +119,7 @@ class Learner(Component):
                 self.env_steps,
                 self.resume_from,
             )
-        self._set_lr(self.lr_schedule.value(self.env_steps))
+        self._set_lr(self.lr_schedule.value(self.sgd_steps))
         self.store.publish(self.model, self.version)
         self.send(batcher_name(self.policy_id), LearnerVersion(self.version))
         self.send(RUNNER, LearnerStats(self.policy_id, self.env_steps, self.version, {}))
@@ -273,18 +276,18 @@ class Learner(Component):
                         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
                     self._apply_lr(self.lr * valid_fraction)  # masked data: a proportionally smaller step
                     self.optimizer.step()
+                self.sgd_steps += 1
                 epoch_kls.append(float(losses["kl_divergence"]))
-                if cfg.lr_schedule == "kl_adaptive_minibatch":
-                    self.lr = self.lr_schedule.value(self.env_steps, epoch_kls[-1])
+                if self.lr_schedule.per_sgd_step:
+                    self.lr = self.lr_schedule.value(self.sgd_steps, epoch_kls[-1])
             if cfg.lr_schedule == "kl_adaptive_epoch":
-                self.lr = self.lr_schedule.value(self.env_steps, sum(epoch_kls) / len(epoch_kls))
+                self.lr = self.lr_schedule.value(self.sgd_steps, sum(epoch_kls) / len(epoch_kls))
             kls += epoch_kls
-        if cfg.lr_schedule in ("constant", "linear_decay"):
-            self.lr = self.lr_schedule.value(self.env_steps)
         with self.timing.add_time("losses_postprocess"):
             for key, value in losses.items():
                 stats[key] = float(value.detach())
             stats["grad_norm"] = float(grad_norm)
+            stats.update(self.model.summaries())
             stats["kl_divergence"] = sum(kls) / len(kls)
         return stats
 
@@ -298,6 +301,22 @@ class Learner(Component):
 
     def _losses(self, data: dict, chunk_ids: torch.Tensor, chunk: int) -> dict:
         """Forward the chosen chunks of `chunk` consecutive steps and compute the PPO losses on them."""
+        inputs = self._loss_inputs(data, chunk_ids, chunk)
+        with self.timing.add_time("losses"):
+            return ppo_losses(inputs, self._coefficients())
+
+    def _coefficients(self) -> LossCoefficients:
+        cfg = self.cfg
+        return LossCoefficients(
+            clip_ratio=cfg.ppo_clip_ratio,
+            clip_value=cfg.ppo_clip_value,
+            value_loss_coeff=cfg.value_loss_coeff,
+            exploration_loss_coeff=cfg.exploration_loss_coeff,
+            kl_loss_coeff=cfg.kl_loss_coeff,
+        )
+
+    def _loss_inputs(self, data: dict, chunk_ids: torch.Tensor, chunk: int) -> LossInputs:
+        """The per-sample tensors the loss takes, for the chosen chunks: the model's forward pass and the targets."""
         cfg, model = self.cfg, self.model
         steps = (chunk_ids.unsqueeze(1) * chunk + torch.arange(chunk, device=chunk_ids.device)).reshape(-1)
         whole_batch = steps.numel() == data["n"] * cfg.rollout and not cfg.shuffle_minibatches
@@ -331,28 +350,18 @@ class Learner(Component):
             else:
                 advantages = data["advantages"].index_select(0, steps)
                 returns = data["returns"].index_select(0, steps)
-        with self.timing.add_time("losses"):
-            return ppo_losses(
-                LossInputs(
-                    log_prob=log_prob,
-                    old_log_prob=old_log_prob,
-                    advantages=advantages,
-                    values=values,
-                    old_values=data["old_values"].index_select(0, steps),
-                    returns=returns,
-                    entropy=entropy,
-                    kl_to_behaviour=kl_to_behaviour,
-                    uniform_kl=uniform_kl,
-                    valids=None if bool(valids.all()) else valids,
-                ),
-                LossCoefficients(
-                    clip_ratio=cfg.ppo_clip_ratio,
-                    clip_value=cfg.ppo_clip_value,
-                    value_loss_coeff=cfg.value_loss_coeff,
-                    exploration_loss_coeff=cfg.exploration_loss_coeff,
-                    kl_loss_coeff=cfg.kl_loss_coeff,
-                ),
-            )
+        return LossInputs(
+            log_prob=log_prob,
+            old_log_prob=old_log_prob,
+            advantages=advantages,
+            values=values,
+            old_values=data["old_values"].index_select(0, steps),
+            returns=returns,
+            entropy=entropy,
+            kl_to_behaviour=kl_to_behaviour,
+            uniform_kl=uniform_kl,
+            valids=None if bool(valids.all()) else valids,
+        )
 
     def _vtrace(self, data, traj_ids, values, log_prob, old_log_prob):
         """V-trace targets over whole trajectories with the current critic (values are in normalized space)."""
@@ -384,6 +393,7 @@ class Learner(Component):
             "optimizer": self.optimizer.state_dict(),
             "env_steps": self.env_steps,
             "version": self.version,
+            "sgd_steps": self.sgd_steps,
             "best_performance": self.checkpoints.best_value,
             "lr": self.lr,
         }
@@ -423,7 +433,7 @@ class Learner(Component):
             group["eps"] = self.cfg.adam_eps
         if "learning_rate" in values:
             self.lr_schedule.set_base(values["learning_rate"])
-            self._set_lr(self.lr_schedule.value(self.env_steps))
+            self._set_lr(self.lr_schedule.value(self.sgd_steps))
 
     def _on_share_weights(self, msg: ShareWeights) -> None:
         with self.timing.add_time("save_checkpoint"):
