@@ -9,6 +9,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share a fixture built once (a run, read by many tests) go to one pytest-xdist worker, so the run is
+    made once: the session-wide ones together, a module's own by module. Without this `-n 2` builds each twice."""
+    for item in items:
+        if any(m.name == "xdist_group" for m in item.iter_markers()):
+            continue
+        scopes = {
+            d.scope
+            for defs in item._fixtureinfo.name2fixturedefs.values()
+            for d in defs[-1:]
+            if d.scope != "function" and not d.argname.startswith(("tmp_path", "_", "worker_id", "testrun_uid"))
+        }
+        if "session" in scopes:
+            item.add_marker(pytest.mark.xdist_group("shared_runs"))
+        elif scopes & {"module", "class", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def run_sf(
     args: list[str], timeout: float = 300, module: str = "sf_examples.train_gym_env", **kwargs
 ) -> subprocess.CompletedProcess:

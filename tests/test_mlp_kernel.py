@@ -29,6 +29,7 @@ def _cfg(**overrides) -> types.SimpleNamespace:
     run = dict(
         rollout=ROLLOUT,
         num_workers=1,
+        num_policies=1,
         num_envs_per_worker=6,
         batch_size=48,
         num_batches_per_epoch=1,

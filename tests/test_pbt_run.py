@@ -40,7 +40,11 @@ MUTATED = re.compile(r"PBT: policy (\d) mutates (.+)$", re.M)
 @pytest.fixture(scope="module")
 def population(tmp_path_factory):
     train_dir = tmp_path_factory.mktemp("pbt")
-    result = run_sf([*FLAGS, "--train_for_env_steps=6144", f"--train_dir={train_dir}", "--experiment=pop"])
+    # snapshots every second for about 2 s: `sf.profile top` needs two of each component for its rates
+    result = run_sf(
+        [*FLAGS, "--train_for_env_steps=10240", "--experiment_summaries_interval=1"]
+        + [f"--train_dir={train_dir}", "--experiment=pop"]
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     return train_dir / "pop", result.stdout + result.stderr
 
@@ -78,7 +82,7 @@ def test_the_files_hold_each_policys_values_and_a_resume_starts_from_them(popula
     # a resume (of a copy) whose steps start later than it trains: the values it ends with are the ones it read
     shutil.copytree(exp, tmp_path / "pop")
     result = run_sf(
-        [*FLAGS, "--train_for_env_steps=8192", "--pbt_start_mutation=100000", f"--train_dir={tmp_path}",
+        [*FLAGS, "--train_for_env_steps=12288", "--pbt_start_mutation=100000", f"--train_dir={tmp_path}",
          "--experiment=pop"]
     )  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

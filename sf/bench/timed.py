@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sf.bench.runs import ANSI, STOP_GRACE_S, _copy_output, _stop
+from sf.bench.runs import ANSI, STOP_GRACE_S, _copy_output, stop_process_group
 from sf.bench.suites import COLLECTED
 
 Sample = tuple[float, int]  # (seconds since the run started, total frames)
@@ -120,7 +120,7 @@ def run_for(
             stopped_early = proc.poll() is not None
             _interrupt(proc, grace_s)
         except BaseException:
-            _stop(proc, grace_s)
+            stop_process_group(proc, grace_s)
             raise
         reader.join(timeout=5.0)
     _reap_group(proc.pid)
@@ -163,14 +163,14 @@ def _collected_fps(log_path: Path) -> float | None:
 
 def _interrupt(proc: subprocess.Popen, grace_s: float) -> None:
     """SIGINT to the run's main process (both frameworks stop and print their summaries on it), then the process
-    group's SIGINT and SIGKILL (`sf.bench.runs._stop`) if it has not ended after `grace_s`."""
+    group's SIGINT and SIGKILL (`sf.bench.runs.stop_process_group`) if it has not ended after `grace_s`."""
     if proc.poll() is not None:
         return
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        _stop(proc, grace_s / 3)
+        stop_process_group(proc, grace_s / 3)
 
 
 def _reap_group(pgid: int, wait_s: float = 2.0) -> None:
