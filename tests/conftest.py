@@ -1,3 +1,4 @@
+import logging
 import os
 import re
 import subprocess
@@ -9,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that share a fixture built once (a run, read by many tests) go to one pytest-xdist worker, so the run is
     made once: the session-wide ones together, a module's own by module. Without this `-n 2` builds each twice."""
@@ -92,6 +94,28 @@ def model_registrations_stay_in_their_test():
     factory = sys.modules.get("sf.model.factory")
     if factory is not None:
         factory.restore_model_factory(saved if saved is not None else factory.ModelFactory())
+
+
+_SF_LOGGER = logging.getLogger("sf")
+_SF_LOGGER_AT_START = (_SF_LOGGER.propagate, _SF_LOGGER.level, tuple(_SF_LOGGER.handlers))
+
+
+@pytest.fixture(autouse=True)
+def sf_logger_as_at_start():
+    """Running sf in this process (a test, or a module fixture set up before this) sets up sf's logger: no
+    propagation, its own handlers, a level; later tests reading the log through `caplog` would see nothing. Each test
+    starts and ends with the logger as the session found it."""
+
+    def reset():
+        propagate, level, handlers = _SF_LOGGER_AT_START
+        for handler in [h for h in _SF_LOGGER.handlers if h not in handlers]:
+            _SF_LOGGER.removeHandler(handler)
+            handler.close()
+        _SF_LOGGER.propagate, _SF_LOGGER.level = propagate, level
+
+    reset()
+    yield
+    reset()
 
 
 @pytest.fixture(scope="session")

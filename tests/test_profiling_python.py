@@ -54,7 +54,7 @@ def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
             "--profiling_worker_groups",
             "RolloutWorker",
         ],
-        frames=100_000,
+        frames=40_000,
     )
     out = tmp_path / "spy" / "profiling"
     outputs = sorted(p.name for p in out.iterdir() if not p.name.endswith(".log"))
@@ -62,7 +62,7 @@ def test_py_spy_records_each_rollout_worker_and_nothing_else(tmp_path):
     for w in (0, 1):
         profile = json.loads((out / f"RolloutWorker_w{w}.speedscope.json").read_text())
         frames = {frame["name"] for frame in profile["shared"]["frames"]}
-        # 100 Hz, idle samples dropped: 50k steps per worker sample stepping the envs fifty times or more
+        # 100 Hz, idle samples dropped: 20k steps per worker sample stepping the envs tens of times
         assert "RolloutWorker._on_actions" in frames, sorted(frames)
         assert not any(name.startswith(("Learner.", "InferenceWorker.")) for name in frames)
         assert (out / f"RolloutWorker_w{w}.svg").read_text().rstrip().endswith("</svg>")

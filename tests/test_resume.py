@@ -78,11 +78,11 @@ def test_a_resume_whose_saved_config_cannot_be_read_is_refused_and_writes_nothin
     assert _snapshot(folder) == before
 
 
-def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, caplog):
+def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, sf_log):
     folder = _prior_run(tmp_path, env_steps=5000)
     before = _snapshot(folder)
     assert run_rl(_cfg(tmp_path, "--train_for_env_steps=5000")) == 0
-    assert any("already finished" in r.getMessage() and "5000" in r.getMessage() for r in caplog.records)
+    assert any("already finished" in line and "5000" in line for line in sf_log)
     assert _snapshot(folder) == before
 
 
