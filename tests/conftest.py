@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from sf.chaos.trial import CARTPOLE as CHAOS_CARTPOLE
+
 ROOT = Path(__file__).resolve().parents[1]
+
+# the small parallel CartPole layout the injection matrix runs (2 workers x 4 envs, batches of 256, a 32x32 MLP),
+# with a fixed seed and no periodic checkpoint: what most tests of a whole run need
+CARTPOLE_LAYOUT = [*CHAOS_CARTPOLE, "--seed=1", "--save_every_sec=3600"]
+LAYOUT = [flag for flag in CARTPOLE_LAYOUT if not flag.startswith("--env=")]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

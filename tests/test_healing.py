@@ -13,24 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, read_until, shm_leaked, started_pids
+from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
 
 TESTS = Path(__file__).parent
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-FAST = [
-    "--env=CartPole-v1",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-    "--experiment_summaries_interval=1",
-]
+FAST = [*CARTPOLE_LAYOUT, "--experiment_summaries_interval=1"]
 RESTARTED = r"\] (\S+) \(pid (\d+)\) restarted as pid (\d+) after: (.*) \(restart"
 
 

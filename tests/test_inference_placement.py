@@ -7,24 +7,12 @@ import pstats
 from types import SimpleNamespace
 
 import pytest
-from conftest import alive, run_sf, shm_leaked, started_pids
+from conftest import CARTPOLE_LAYOUT, alive, run_sf, shm_leaked, started_pids
 from torch import nn
 
 from sf.runtime.setup import COLOCATE_MAX_PARAMS, resolve_inference_placement
 
-FAST = [
-    "--env=CartPole-v1",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--device=cpu",
-]
+FAST = [*CARTPOLE_LAYOUT, "--device=cpu"]
 
 
 def _cfg(placement="auto", policy_workers=1):

@@ -16,22 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, read_until, started_pids
+from conftest import LAYOUT, ROOT, read_until, started_pids
 
 from sf.runtime.orphans import shm_files
 
-FAST = [
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-]
+FAST = [*LAYOUT]
 DOOM = [
     "--env=doom_basic",
     "--num_workers=2",

@@ -10,20 +10,9 @@ import time
 
 import psutil
 import pytest
-from conftest import ROOT, alive, read_scalars, read_until, run_sf, shm_leaked, started_pids
+from conftest import LAYOUT, ROOT, alive, read_scalars, read_until, run_sf, shm_leaked, started_pids
 
-FAST = [
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-]
+FAST = [*LAYOUT]
 # --backend=ray on a one-machine cluster (every component on the driver's node) must behave as --backend=local
 BACKENDS = [
     pytest.param([], id="local"),

@@ -6,24 +6,11 @@ import time
 from typing import NamedTuple
 
 import pytest
-from conftest import read_scalars, run_sf
+from conftest import CARTPOLE_LAYOUT, read_scalars, run_sf
 
 from sf.runtime.event_loop import Component, EventLoop, StopLoop
 
-FAST = [
-    "--env=CartPole-v1",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-    "--experiment_summaries_interval=1",
-]
+FAST = [*CARTPOLE_LAYOUT, "--experiment_summaries_interval=1"]
 CANONICAL_WAITS = {
     "Batcher 0": "wait_trajectories",
     "InferenceWorker_p0-w0": "wait_requests",

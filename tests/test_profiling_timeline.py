@@ -3,26 +3,13 @@
 import json
 
 import pytest
-from conftest import run_sf
+from conftest import CARTPOLE_LAYOUT, run_sf
 
 from sf.profiling import timeline
 from sf.utils import timing as timing_module
 from sf.utils.timing import Timing
 
-FAST = [
-    "--env=CartPole-v1",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-    "--profiling_timeline=True",
-]
+FAST = [*CARTPOLE_LAYOUT, "--profiling_timeline=True"]
 
 
 def _tree_has(tree: dict, path: str) -> bool:

@@ -11,26 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, read_until, shm_leaked, started_pids
+from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
 
 from sf.runtime.orphans import start_time
 from sf.runtime.shm_names import Ledger, named_after
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-FAST = [
-    "--env=CartPole-v1",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-    "--heartbeat_timeout_sec=5",
-]
+FAST = [*CARTPOLE_LAYOUT, "--heartbeat_timeout_sec=5"]
 
 
 def _shm(name: str) -> Path:
