@@ -14,22 +14,10 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is imported: nodes bind to 127.0.0.1 only
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
+from conftest import LAYOUT, ROOT, alive, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
 
 STORE_BYTES = 150 * 1024**2
 SECOND = "sf_test_node2"  # custom resource of the second node: pins rollout workers there
-LAYOUT = [
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-    "--save_every_sec=3600",
-]
 FAST = [*LAYOUT, "--backend=ray", f"--ray_worker_groups={SECOND}:2"]
 
 
