@@ -4,22 +4,9 @@ import json
 import re
 
 import pytest
-from conftest import read_scalars, run_sf
+from conftest import CARTPOLE_LAYOUT, read_scalars, run_sf
 
-COMMON = [
-    "--env=CartPole-v1",
-    "--serial_mode=True",
-    "--async_rl=False",
-    "--use_rnn=False",
-    "--encoder_mlp_layers",
-    "32",
-    "32",
-    "--num_workers=2",
-    "--num_envs_per_worker=4",
-    "--batch_size=256",
-    "--rollout=32",
-    "--seed=1",
-]
+COMMON = [*CARTPOLE_LAYOUT, "--serial_mode=True", "--async_rl=False"]
 
 
 def _read(exp_dir, name):
