@@ -91,6 +91,20 @@ def test_cpu_seconds_over_a_loop_that_did_not_live_the_window_are_clipped_to_the
     assert "RolloutWorker_w0: inconsistent data: 29.9 cores over the window on a 2-core machine; shown as 2" in lines
 
 
+def test_a_learner_that_waited_all_of_a_window_is_idle_there_not_missing():
+    """A population's learner gets a batch every few seconds: over a 4 s window of the progress line it may only have
+    waited, which is not a learner that never ran. Over a whole run, waiting for work that never came is said."""
+    waited = {"train": node(0.0), "wait_batch": node(4.0)}
+    busy = {"env_step": node(3.0), "wait_actions": node(1.0)}
+    whole_run = ["Learner 1: did no work: its loop waited 4 s for work that never came"]
+    for steady, expected in ((True, []), (False, whole_run)):
+        learner = activity("Learner 1", "Learner", 8, 4.04, waited, 0.1, 4.04)
+        learner.steady = steady
+        worker = activity("RolloutWorker_w0", "RolloutWorker", 7, 4.04, busy, 3.0, 4.04)
+        exp = Experiment(Path("."), [worker, learner], {"wall_time_s": 4.04}, {}, frames=4000, fps=1000.0)
+        assert [f.line() for f in check(exp) if f.component == "Learner 1"] == expected
+
+
 def test_a_verdict_limited_by_the_cores_names_the_kind_that_uses_most_of_them():
     """Two rollout workers at 0.4 cores each (simulation 0.64 of them), inference 0.9, the learner 0.14: 1.84 of 2
     cores in use, a demand of 0.92 above any process's busy share (0.6), so the cores limit the rate; inference uses

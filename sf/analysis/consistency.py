@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sf.analysis.run_data import Experiment, did_not_run
+from sf.analysis.run_data import ComponentActivity, Experiment, did_not_run
 from sf.utils.roles import Role
 
 SLACK = 1.05  # clocks read at slightly different moments: 5 % over is rounding, not an error
@@ -30,6 +30,23 @@ def _work_keys(tree: dict) -> dict[str, float]:
     return {k: v["time"] for k, v in tree.items() if not k.startswith("wait_") and k != "loop_overhead"}
 
 
+def _idle(c: ComponentActivity, lifetime: float) -> list[Finding]:
+    """A component with no work in its tree: one that never entered its loop did not run; one that waited in its loop
+    all of a window is idle there (a population's learner between two of its batches), which the shares show."""
+    if c.activity.wait_s <= 0:
+        held = ", ".join(sorted(_work_keys(c.tree))) or "nothing"
+        return [
+            Finding(
+                c.name,
+                f"did no work (its tree holds only {held}; its loop lived {lifetime:.3g} s): it did not run, "
+                "and the verdict counts without it",
+            )
+        ]
+    if c.steady:
+        return []
+    return [Finding(c.name, f"did no work: its loop waited {c.activity.wait_s:.3g} s for work that never came")]
+
+
 def check(experiment: Experiment) -> list[Finding]:
     findings = []
     frames = experiment.frames or sum(int(v) for v in (experiment.summary.get("env_frames") or {}).values())
@@ -42,14 +59,7 @@ def check(experiment: Experiment) -> list[Finding]:
         lifetime = c.activity.lifetime_s
         span = c.wall_s if c.steady else run_clock or c.wall_s
         if did_not_run(c) and frames > 0:
-            held = ", ".join(sorted(_work_keys(c.tree))) or "nothing"
-            findings.append(
-                Finding(
-                    c.name,
-                    f"did no work (its tree holds only {held}; its loop lived {lifetime:.3g} s): it did not run, "
-                    "and the verdict counts without it",
-                )
-            )
+            findings += _idle(c, lifetime)
         elif span and lifetime < MIN_LOOP_SHARE * span:
             findings.append(
                 Finding(
