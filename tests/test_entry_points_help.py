@@ -46,6 +46,7 @@ COMMANDS: list[tuple[str, ...]] = [
     *((str(path),) for path in sorted((ROOT / "benchmarks").glob("bench_*.py"))),
     (str(ROOT / "docs" / "gen_flags.py"),),
     (str(ROOT / "docs" / "plot_learning_curves.py"),),
+    (str(ROOT / "docs" / "plot_populations.py"),),
 ]
 
 
