@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from sf.analysis.advice import advise, others_cores
+from sf.analysis.advice import advise
+from sf.analysis.bottleneck import others_cores
 from sf.analysis.recent import LIVE_WINDOW_S, recent_experiment
 from sf.analysis.report import build_report, format_text
 from sf.analysis.run_data import load_experiment

@@ -203,3 +203,14 @@ def test_a_window_with_no_life_shows_no_share(seconds):
     """A component whose loop did not live in the window has no shares to show, not a division by zero."""
     c = activity("Learner 0", "Learner", 1, seconds, {"train": node(0.0)})
     assert c.activity.share(1.0) == 0.0
+
+
+def test_the_cpu_line_says_how_many_cores_other_programs_kept_busy():
+    """A run whose processes used 1.2 of 2 cores while the machine was busy on both: the 0.8 taken by other programs
+    is why its processes waited for a core, and the verdict's CPU line says so."""
+    busy = {"env_step": node(1.2), "wait_actions": node(0.8)}
+    components = [activity("RolloutWorker_w0", "RolloutWorker", 1, 2.0, busy, 2.4, 2.0)]
+    shared = Experiment(Path("."), components, {}, {}, frames=1000, fps=500.0, machine_cores=2.0)
+    assert assess(shared).evidence[-1] == "CPU: 1.20 of 2 cores in use (60%); other programs kept 0.80 busy"
+    alone = Experiment(Path("."), components, {}, {}, frames=1000, fps=500.0, machine_cores=1.22)
+    assert assess(alone).evidence[-1] == "CPU: 1.20 of 2 cores in use (60%)"

@@ -32,6 +32,7 @@ from sf.analysis.bottleneck import (
     bound,
     cpu_by_kind,
     kind_seconds,
+    others_cores,
     process_loads,
 )
 from sf.analysis.run_data import Experiment
@@ -168,15 +169,6 @@ def _idle_cores(cores: int | None, capacity: float | None, wanted: float | None,
         return "cores idle"
     busy_elsewhere = f" (other programs kept {others:.1f} busy)" if others >= 0.05 else ""
     return f"{max(0.0, capacity - wanted):.1f} of {cores} cores idle{busy_elsewhere}"
-
-
-def others_cores(experiment: Experiment) -> float:
-    """Cores other programs kept busy over the window: the machine's busy cores less this run's processes' CPU
-    (each process once). 0 where the series has no machine-wide figure."""
-    if experiment.machine_cores is None:
-        return 0.0
-    ours = {c.pid: c.cpu_s / c.wall_s for c in experiment.components if c.cpu_s is not None and c.wall_s}
-    return max(0.0, experiment.machine_cores - sum(ours.values()))
 
 
 def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:

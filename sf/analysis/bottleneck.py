@@ -249,13 +249,24 @@ def assess(experiment: Experiment, speedup: float = SPEEDUP) -> Verdict:
     if cores and all(load.cpu is not None for load in loads):
         used = sum(load.count * load.cpu for load in loads)
         shown = min(used, float(cores))
+        others = others_cores(experiment)
         evidence.append(
             f"CPU: {shown:.2f} of {cores} cores in use ({shown / cores:.0%})"
             + (f"; {used:.2f} measured, more than the machine has" if used > cores + 0.005 else "")
+            + (f"; other programs kept {others:.2f} busy" if others >= 0.05 else "")
         )
     return Verdict(
         kind, limiting, evidence, what_if, explain(kind, limiting, loads, cores), limiting_busy.get(kind, 0.0)
     )
+
+
+def others_cores(experiment: Experiment) -> float:
+    """Cores other programs kept busy over the window: the machine's busy cores less this run's processes' CPU
+    (each process once). 0 where the series has no machine-wide figure."""
+    if experiment.machine_cores is None:
+        return 0.0
+    ours = {c.pid: c.cpu_s / c.wall_s for c in experiment.components if c.cpu_s is not None and c.wall_s}
+    return max(0.0, experiment.machine_cores - sum(ours.values()))
 
 
 def group_kind_per_frame(experiment: Experiment) -> dict[tuple[str, str], float]:
