@@ -14,6 +14,7 @@ import pytest
 import torch
 from test_learner import N, T, hand_built_batch, make_cfg, make_learner
 
+from sf.analysis.population import PolicyLine
 from sf.cfg.arguments import default_cfg
 from sf.pbt import policy_files
 from sf.pbt.mutation import Change, Perturbation, tuned
@@ -369,3 +370,14 @@ def test_a_learner_trains_its_first_iteration_with_the_values_sent_before_the_co
     learner.loop._drain_local()
     stats = sent(learner, LearnerStats)[-1]  # after the one the learner sends as it starts
     assert stats.stats["lr"] == 3e-5 and learner.optimizer.param_groups[0]["lr"] == 3e-5
+
+
+def test_a_policys_line_counts_its_replacements_and_mutated_values():
+    line = PolicyLine(3, "Learner 3", 303872, "true_objective", 71.29, 4, replacements=2, mutations=1)
+    assert line.text() == (
+        "policy 3: Learner 3, 303,872 frames, true_objective 71.29 (rank 4); took another policy's weights 2x, "
+        "1 value mutated"
+    )
+    assert PolicyLine(1, "Learner 1", 10, "reward", None, None, mutations=4).text() == (
+        "policy 1: Learner 1, 10 frames, no episode yet; 4 values mutated"
+    )

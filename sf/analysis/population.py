@@ -26,7 +26,7 @@ class PolicyLine:
         value = "no episode yet" if self.value is None else f"{self.objective} {self.value:.4g} (rank {self.rank})"
         line = f"policy {self.policy}: {self.learner}, {self.frames:,} frames, {value}"
         done = [f"took another policy's weights {self.replacements}x"] if self.replacements else []
-        done += [f"{self.mutations} values mutated"] if self.mutations else []
+        done += [f"{self.mutations} value{'s' if self.mutations > 1 else ''} mutated"] if self.mutations else []
         return line + "; " + ", ".join(done) if done else line
 
 
