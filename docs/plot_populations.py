@@ -23,7 +23,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "docs")]  # sf, and the curve rules of plot_learning_curves.py
+import plot_learning_curves as learning_curves  # noqa: E402
+
 from sf.analysis.tb_scalars import read_scalars  # noqa: E402
 
 CURVES = ROOT / "docs" / "learning_curves" / "populations"
@@ -85,11 +87,7 @@ def load(folder: Path) -> dict[str, dict[int, dict[int, tuple[np.ndarray, np.nda
 
 
 def value_at(curve: tuple[np.ndarray, np.ndarray], at: int) -> float:
-    frames, values = curve
-    seen = frames <= at
-    if not seen.any() or frames[-1] < at - 10_000:
-        return float("nan")
-    return float(values[seen][-1])
+    return learning_curves.value_at(*curve, at)
 
 
 def cell(value: float) -> str:
