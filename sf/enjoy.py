@@ -21,10 +21,10 @@ from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceErr
 from sf.envs.episodes import reported_episode
 from sf.envs.families import family_of
 from sf.envs.spaces import EnvInfo
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager
 from sf.huggingface.hub import HubError, push, stage
 from sf.huggingface.model_card import Score, command_line
-from sf.runtime.checkpoint import CheckpointError, CheckpointManager
-from sf.runtime.setup import build_model
+from sf.runner.build import build_model
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 from sf.utils.logging import setup_logging

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sf.cfg.arguments import describe_device, resolve_device
-from sf.runtime.observers import AlgoObserver, EpisodicHandler, Registrations
+from sf.runner.observers import AlgoObserver, EpisodicHandler, Registrations
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 
@@ -54,7 +54,7 @@ def _resolve_precision(cfg, env_info, device: str, experiment, previous: str | N
     """Say once what precision the run uses and why; a resumed run keeps the one it started with unless
     --precision is given, and says so when it changes. The request stays in cfg.precision, so each process (and
     each node of a cluster) resolves it itself; what this one resolved goes to config.json as precision_in_use."""
-    from sf.runtime.setup import has_image_encoder, precision_choice
+    from sf.runner.build import has_image_encoder, precision_choice
 
     image_encoder = has_image_encoder(env_info)
     if previous is not None and "precision" not in cfg.cli_args and image_encoder:
@@ -110,7 +110,7 @@ class _Prepared:
 class TrainingRun:
     """One training run in two steps, as Sample Factory's runner: `init()` checks the flags, the checkpoints and the
     env and writes config.json; `run()` trains. In between, `register_observer` and
-    `register_episodic_stats_handler` add the user's hooks (`sf.runtime.observers`)."""
+    `register_episodic_stats_handler` add the user's hooks (`sf.runner.observers`)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -133,7 +133,7 @@ class TrainingRun:
             # A parallel run starts its fork server first: the server imports torch and sf while this process does
             # the same
             from sf.envs.registry import registry_snapshot
-            from sf.runtime import process_start
+            from sf.supervision import process_start
 
             process_start.start_server(registry_snapshot(), self.cfg.force_envs_single_thread)
             self._server = True
@@ -174,7 +174,7 @@ class TrainingRun:
 
     def _discard_server(self) -> None:
         if self._server:
-            from sf.runtime import process_start
+            from sf.supervision import process_start
 
             process_start.discard_server()
             self._server = False
@@ -196,7 +196,7 @@ def run_rl(cfg) -> int:
 def _lock(cfg):
     """The experiment folder's lock, held from `init` to the end of `run`: a second run of the same experiment is
     refused. None (the status printed) when it cannot be taken."""
-    from sf.runtime.experiment_lock import ExperimentLock
+    from sf.experiment.lock import ExperimentLock
     from sf.utils.logging import setup_logging
 
     setup_logging(cfg.log_level)
@@ -225,10 +225,10 @@ def _prepare(cfg) -> _Prepared | int:
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
-    from sf.runtime.checkpoint import CheckpointError
-    from sf.runtime.experiment import Experiment
-    from sf.runtime.resume import find_resume_point
-    from sf.runtime.setup import probe_env
+    from sf.experiment.checkpoint import CheckpointError
+    from sf.experiment.folder import Experiment
+    from sf.experiment.resume import find_resume_point
+    from sf.runner.build import probe_env
     from sf.utils.logging import setup_logging
 
     env_error: Exception | None = None
@@ -288,7 +288,7 @@ def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
         if cfg.with_pbt:
             registrations = _with_population(cfg, experiment, env_info, registrations)
         if cfg.serial_mode:
-            from sf.runtime.runner_serial import run_serial
+            from sf.runner.serial import run_serial
 
             apply_process_settings(cfg, "serial", 0)
             summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths, registrations)
@@ -297,7 +297,7 @@ def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
 
             summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints, registrations)
         else:
-            from sf.runtime.runner_parallel import run_parallel
+            from sf.runner.parallel import run_parallel
 
             summary = run_parallel(
                 cfg, experiment, env_info, device, stop, resume=checkpoints, registrations=registrations

@@ -144,7 +144,7 @@ def shm_leaked(before: set[str]) -> set[str]:
     """/dev/shm entries that appeared since `before` and that no live process holds: what a run left behind.
     (Entries other runs on the machine hold meanwhile are theirs, not leaks; nor are the files tests make on purpose
     as other programs' files, which a test running beside this one may have left there: their names say `foreign`.)"""
-    from sf.runtime.orphans import shm_files, shm_inodes
+    from sf.supervision.orphans import shm_files, shm_inodes
 
     new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before if "foreign" not in name}
     if not new:
@@ -170,7 +170,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
     import torch
 
     from sf.cfg.arguments import cfg_to_dict
-    from sf.runtime.checkpoint import CheckpointManager
+    from sf.experiment.checkpoint import CheckpointManager
 
     exp_dir.mkdir(parents=True)
     (exp_dir / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))

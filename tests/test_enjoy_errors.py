@@ -8,9 +8,9 @@ import pytest
 
 from sf.enjoy import main, shape_mismatch
 from sf.envs.families import family_named
-from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.experiment import Experiment
-from sf.runtime.setup import build_model, probe_env
+from sf.experiment.checkpoint import CheckpointManager
+from sf.experiment.folder import Experiment
+from sf.runner.build import build_model, probe_env
 
 
 @pytest.fixture(scope="module")

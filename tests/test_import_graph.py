@@ -20,7 +20,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sf.envs",),  # env registry, env families, gymnasium adapter
     ("sf.algo",),  # losses, GAE and V-trace, running statistics
     ("sf.model",),  # networks
-    ("sf.runtime",),  # the components, the event loop, the placements
+    ("sf.experiment",),  # the experiment folder: config and summary files, lock, checkpoints, durable writes, resume
+    ("sf.supervision",),  # process start and links, supervisor, guard, orphans, /dev/shm names, healing
+    ("sf.runtime",),  # the components, the typed messages, the event loop, buffers, policy store
+    ("sf.runner",),  # a run: build, parallel and serial placement, progress, outputs, observers
     ("sf.distributed",),  # the Ray backend
     ("sf.pbt",),  # population-based training: an observer steering the learners through the runner's hooks
     ("sf.breakdown",),  # the cross-stack breakdown (runs a training in-process)

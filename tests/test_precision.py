@@ -15,7 +15,7 @@ from sf import train
 from sf.cfg.arguments import default_cfg
 from sf.envs.spaces import EnvInfo
 from sf.model import precision
-from sf.runtime.setup import precision_choice
+from sf.runner.build import precision_choice
 
 IMAGES = EnvInfo({"obs": ((3, 72, 128), np.dtype(np.uint8))}, None, 1.0, 4)
 VECTORS = EnvInfo({"obs": ((4,), np.dtype(np.float32))}, None, 1.0, 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import ROOT, alive, read_until, shm_leaked, started_pids
 
 from sf.envs.registry import RegistrySnapshot
-from sf.runtime.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
+from sf.supervision.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
 
 
 def _factory_of(module: str):

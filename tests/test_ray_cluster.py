@@ -44,7 +44,7 @@ def _slot_bytes() -> int:
     """Bytes of one trajectory slot of the buffers a run with LAYOUT builds, computed here from the layout."""
     from sf.cfg.arguments import parse_full_cfg
     from sf.envs.gym_family import register_gym_env
-    from sf.runtime.setup import build_buffers, build_model, probe_env
+    from sf.runner.build import build_buffers, build_model, probe_env
 
     register_gym_env("CartPole-v1")
     cfg = parse_full_cfg(["--env=CartPole-v1", *LAYOUT])

@@ -10,9 +10,9 @@ import types
 import pytest
 
 from sf.profiling.series import read_series
-from sf.runtime.run_control import Schedule, StopRequest
-from sf.runtime.run_outputs import ProfileRecords, TimingScalars
-from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow, duration
+from sf.runner.control import Schedule, StopRequest
+from sf.runner.outputs import ProfileRecords, TimingScalars
+from sf.runner.stats import Progress, StalenessTally, TrainWindow, duration
 
 
 def test_session_frames_leave_out_a_resumed_checkpoint_once_every_learner_reported():

@@ -38,7 +38,6 @@ from sf.envs.spaces import EnvInfo
 from sf.profiling import resources
 from sf.profiling.activity import activity_of
 from sf.profiling.live_feed import snapshot_interval
-from sf.runtime import process_start
 from sf.runtime.messages import (
     ComponentError,
     FinalProfile,
@@ -53,8 +52,9 @@ from sf.runtime.messages import (
     encode,
     unwrap,
 )
-from sf.runtime.orphans import named_semaphores
-from sf.runtime.supervisor import Supervisor
+from sf.supervision import process_start
+from sf.supervision.orphans import named_semaphores
+from sf.supervision.supervisor import Supervisor
 from sf.utils.roles import (
     RUNNER,
     batcher_name,
@@ -125,11 +125,11 @@ class NodeAgent:
         process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
         from sf.model.factory import model_factory_snapshot, restore_model_factory
+        from sf.runner.build import build_model, layout_of, precision_choice
+        from sf.runner.parallel import QUEUE_BYTES, start_component_process
         from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
         from sf.runtime.policy_store import SharedPolicyStore
-        from sf.runtime.process_start import STOP_SIGNALS
-        from sf.runtime.runner_parallel import QUEUE_BYTES, start_component_process
-        from sf.runtime.setup import build_model, layout_of, precision_choice
+        from sf.supervision.process_start import STOP_SIGNALS
         from sf.utils.logging import setup_logging
 
         spec, cfg = self.spec, self.spec.cfg

@@ -107,7 +107,7 @@ class RayPlacement:
 
 
 def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=None, registrations=None) -> dict:
-    from sf.runtime.runner_parallel import run_parallel
+    from sf.runner.parallel import run_parallel
 
     started = cluster.connect(cfg.ray_address)
     placement = None

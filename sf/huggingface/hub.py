@@ -41,7 +41,7 @@ def stage(
     video: Path | None,
 ) -> Path:
     """Lay out in `<experiment_dir>/hub_upload/` what a push uploads (the folder is made anew each time)."""
-    from sf.runtime.checkpoint import CheckpointManager  # torch: not for a load, which only copies files
+    from sf.experiment.checkpoint import CheckpointManager  # torch: not for a load, which only copies files
 
     newest = CheckpointManager(experiment_dir, policy_index, keep=1).newest(checkpoint_kind)
     if newest is None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from tensorboardX import SummaryWriter
 
 from sf.cfg.arguments import cfg_to_dict
+from sf.experiment.durable import replace_file
+from sf.experiment.lock import LOCK_FILE
 from sf.profiling.live_feed import LIVE_FILE
 from sf.profiling.series import SERIES_FILE
-from sf.runtime.durable import replace_file
-from sf.runtime.experiment_lock import LOCK_FILE
 
 SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
 PROFILING_DIR = "profiling"  # the profilers' outputs, where --profiling_output_dir does not put them elsewhere
@@ -28,7 +28,7 @@ class Experiment:
         self.dir = Path(cfg.train_dir) / cfg.experiment
         self.pid = os.getpid()
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
-            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.runtime.experiment_lock`)
+            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.experiment.lock`)
                 if old.name == LOCK_FILE:
                     continue
                 if old.is_dir() and not old.is_symlink():
@@ -49,7 +49,7 @@ class Experiment:
         self.writers: dict[int, SummaryWriter] = {}
         self.wandb = None
         if cfg.with_wandb:
-            from sf.runtime.wandb_logger import WandbLogger
+            from sf.experiment.wandb_logger import WandbLogger
 
             self.wandb = WandbLogger(cfg, self.dir)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sf.cfg.arguments import cfg_to_dict
-from sf.runtime.checkpoint import CheckpointManager, Loaded
+from sf.experiment.checkpoint import CheckpointManager, Loaded
 from sf.utils.errors import ConfigError
 
 # flags that decide what a checkpoint holds: model shapes and buffers, optimizer state, the env's spaces

@@ -3,7 +3,7 @@ its own process; the runner stays in this one. With `--inference_placement=rollo
 small models on the CPU) there are no inference processes: each rollout worker's process also holds an inference
 worker of each policy, serving that worker alone through the local deque.
 
-The supervisor (`sf.runtime.supervisor`) owns the processes: it starts them (forked from a server that has imported
+The supervisor (`sf.supervision.supervisor`) owns the processes: it starts them (forked from a server that has imported
 torch and sf once, or spawned where an external profiler wraps them, through `start_component_process`), links each
 to this process (a component stops by itself within a second of the main process's death), watches them (an exit,
 the fork server's death or a missing heartbeat ends the run within seconds) and ends them in order.
@@ -11,7 +11,7 @@ the fork server's death or a missing heartbeat ends the run within seconds) and 
 Stopping: the main process alone reacts to SIGINT and SIGTERM (component processes leave both to it), sets
 the stop flag, and gives the components `--stop_timeout_sec` to finish the message at hand (a learner its
 training iteration), save and send their final trees; after a crash the survivors get `CRASH_GRACE_S`,
-since one may be stuck on a queue the dead process held: such a queue stays locked for good (`sf.runtime.mailbox`),
+since one may be stuck on a queue the dead process held: such a queue stays locked for good (`sf.runner.mailbox`),
 and this process reads its own inbox through a thread so that it never waits on one without a deadline. A process
 still running then is killed, with a warning, and processes left behind by killed components (env engines) are
 ended too.
@@ -36,31 +36,31 @@ import torch.multiprocessing  # noqa: F401  (shares tensors with spawned process
 
 from sf.envs.registry import registry_snapshot, restore_registry
 from sf.envs.spaces import EnvInfo
+from sf.experiment.checkpoint import Loaded
+from sf.experiment.folder import Experiment
 from sf.model.factory import model_factory_snapshot, restore_model_factory
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
-from sf.runtime import process_start
-from sf.runtime.checkpoint import Loaded
-from sf.runtime.engine_watch import EngineWatch
-from sf.runtime.errors import error_line
+from sf.runner.build import build_buffers, build_model, resolve_inference_placement
+from sf.runner.mailbox import Mailbox
+from sf.runner.observers import Registrations
+from sf.runner.runner import Runner
 from sf.runtime.event_loop import EventLoop, StopLoop
-from sf.runtime.experiment import Experiment
-from sf.runtime.healer import Healer, Process
-from sf.runtime.incarnations import ORIGINAL, Epochs, Fence, Incarnations
 from sf.runtime.kernel_compile import compile_kernels
-from sf.runtime.mailbox import Mailbox
 from sf.runtime.messages import ComponentError, FinalProfile, ProfileSnapshot, encode, unwrap
-from sf.runtime.observers import Registrations
-from sf.runtime.orphans import named_semaphores
-from sf.runtime.parent_link import ParentLink
 from sf.runtime.policy_store import SharedPolicyStore
-from sf.runtime.process_start import STOP_SIGNALS
-from sf.runtime.runner import Runner
-from sf.runtime.setup import build_buffers, build_model, resolve_inference_placement
-from sf.runtime.shared_flags import Heartbeat
-from sf.runtime.shm_names import Ledger
-from sf.runtime.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
+from sf.supervision import process_start
+from sf.supervision.engine_watch import EngineWatch
+from sf.supervision.healer import Healer, Process
+from sf.supervision.incarnations import ORIGINAL, Epochs, Fence, Incarnations
+from sf.supervision.orphans import named_semaphores
+from sf.supervision.parent_link import ParentLink
+from sf.supervision.process_start import STOP_SIGNALS
+from sf.supervision.shared_flags import Heartbeat
+from sf.supervision.shm_names import Ledger
+from sf.supervision.supervisor import HEARTBEAT_S, START_LIMIT_S, Supervisor
+from sf.utils.errors import exception_line
 from sf.utils.process_settings import apply_process_settings, thread_limits
 from sf.utils.roles import (
     RUNNER,
@@ -92,8 +92,8 @@ def run_parallel(
 ) -> dict:
     """`cluster` (sf.distributed.backend.RayPlacement) keeps some rollout workers here and runs the others on
     other nodes, under links that the runner watches and stops like its own processes. `resume`: the checkpoint each
-    policy continues from (`sf.runtime.resume`); its weights are in the policy store before any process starts.
-    `registrations`: the user's observers (`sf.runtime.observers`), called by the runner in this process."""
+    policy continues from (`sf.experiment.resume`); its weights are in the policy store before any process starts.
+    `registrations`: the user's observers (`sf.runner.observers`), called by the runner in this process."""
     resume = resume or {}
     ctx = mp.get_context("spawn")
     model = build_model(cfg, env_info, "cpu")
@@ -212,7 +212,7 @@ def run_parallel(
             healer.start = partial(_restart_process, supervisor, start_ctx, shared)
             loop.run()
         except Exception as exc:
-            runner.stop_status, runner.error = "error", error_line(exc)
+            runner.stop_status, runner.error = "error", exception_line(exc)
             log.error("runner failed:\n%s", traceback.format_exc())
         finally:
             control.set()
@@ -237,7 +237,7 @@ def run_parallel(
 
 
 def _spare_queues(cfg, processes: dict[str, Process]) -> int:
-    """The spare pool: a replacement never reads the inbox a dead process waited on (`sf.runtime.incarnations`),
+    """The spare pool: a replacement never reads the inbox a dead process waited on (`sf.supervision.incarnations`),
     so each restart takes a fresh queue, and a spare nobody uses any more goes back to the pool. The first restart of
     a process retires one of the queues the run started with for good: one spare per restartable process, a few for
     restarts under way, at most `MAX_SPARE_QUEUES` (each 4 MiB of address space, touched only once used)."""
@@ -363,11 +363,11 @@ def _report(runner_q, link: ParentLink, name: str, message: str) -> None:
 
 
 def _build_process(kind: str, a: int, b: int | None, shared: dict, slot: int):
+    from sf.experiment.checkpoint import CheckpointManager
+    from sf.runner.build import make_rollout_worker
     from sf.runtime.batcher import Batcher
-    from sf.runtime.checkpoint import CheckpointManager
     from sf.runtime.inference_worker import InferenceWorker
     from sf.runtime.learner import Learner
-    from sf.runtime.setup import make_rollout_worker
 
     cfg, env_info, buffers, queues = shared["cfg"], shared["env_info"], shared["buffers"], shared["queues"]
     device, stores = shared["device"], shared["stores"]

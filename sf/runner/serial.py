@@ -3,7 +3,7 @@ pyinstrument see the whole program. Learner and inference worker share one model
 
 SIGINT and SIGTERM stay blocked in the loop's thread while it runs: the processes envs start (VizDoom engines)
 inherit the block, so a signal to the whole process group (Ctrl-C, `kill -TERM -<pgid>`) does not end an engine
-before its worker closes it. A watchdog thread (`sf.runtime.serial_watch`) takes the signals and turns them into
+before its worker closes it. A watchdog thread (`sf.supervision.serial_watch`) takes the signals and turns them into
 the stop, and ends the run itself when the loop is stuck in a call that never returns: after a stop request that
 does not finish within --stop_timeout_sec, or a loop silent for --heartbeat_timeout_sec. It then saves what can be
 saved (the learners' checkpoints, unless a learner is what is stuck), writes the run's outputs and exits."""
@@ -21,29 +21,29 @@ from pathlib import Path
 import torch._dynamo  # noqa: F401
 
 from sf.envs.spaces import EnvInfo
+from sf.experiment.checkpoint import CheckpointManager
+from sf.experiment.folder import Experiment
+from sf.experiment.lock import release_held
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
+from sf.runner.build import build_buffers, build_model, make_rollout_worker
+from sf.runner.observers import Registrations
+from sf.runner.runner import Runner
+from sf.runner.serial_healer import SerialHealer
 from sf.runtime.batcher import Batcher
-from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.errors import error_line, last_line
 from sf.runtime.event_loop import EventLoop
-from sf.runtime.experiment import Experiment
-from sf.runtime.experiment_lock import release_held
-from sf.runtime.healer import SerialHealer
-from sf.runtime.incarnations import Epochs, Incarnations
 from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
-from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
-from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.runtime.runner import Runner
-from sf.runtime.serial_watch import SerialWatch
-from sf.runtime.setup import build_buffers, build_model, make_rollout_worker
-from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
+from sf.supervision.incarnations import Epochs, Incarnations
+from sf.supervision.process_start import STOP_SIGNALS
+from sf.supervision.serial_watch import SerialWatch
+from sf.supervision.supervisor import HEARTBEAT_S, Supervisor
+from sf.utils.errors import exception_line, traceback_line
 from sf.utils.roles import RUNNER, policy_queue_name
 
 log = logging.getLogger("sf")
@@ -60,8 +60,8 @@ def run_serial(
     resume: dict[int, Path] | None = None,
     registrations: Registrations | None = None,
 ) -> dict:
-    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`); `registrations`: the user's
-    observers (`sf.runtime.observers`)."""
+    """`resume`: the checkpoint each policy continues from (`sf.experiment.resume`); `registrations`: the user's
+    observers (`sf.runner.observers`)."""
     resume = resume or {}
     supervisor = Supervisor()
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
@@ -109,7 +109,7 @@ def run_serial(
                 loop.run()
             except Exception as exc:
                 failed = f"{loop.failed}: " if loop.failed else ""
-                runner.stop_status, runner.error = "error", failed + error_line(exc)
+                runner.stop_status, runner.error = "error", failed + exception_line(exc)
                 log.error("serial run failed:\n%s", traceback.format_exc())
             watch.loop_returned()
             if profile is not None:
@@ -121,7 +121,7 @@ def run_serial(
             for name, message in loop.stop_components():
                 log.error("%s failed while stopping:\n%s", name, message)
                 if runner.stop_status != "error":  # the final checkpoint did not save: the run failed
-                    runner.stop_status, runner.error = "error", f"{name}: {last_line(message)}"
+                    runner.stop_status, runner.error = "error", f"{name}: {traceback_line(message)}"
             loop.deliver_local(RUNNER)
             profiles = loop.profiles()
     finally:
@@ -150,7 +150,7 @@ def _give_up(runner: Runner, loop: EventLoop, supervisor: Supervisor, status: st
             try:
                 component.on_stop()
             except Exception as exc:  # a failing disk: the run's end is already an error or an interruption
-                log.error("%s: no final checkpoint: %s", component.name, error_line(exc))
+                log.error("%s: no final checkpoint: %s", component.name, exception_line(exc))
     summary = _outputs(runner, loop.profiles())
     supervisor.stop(set(), grace=0.0, crashed=True, exit_wait_s=0.0)
     release_held()
