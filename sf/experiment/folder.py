@@ -7,12 +7,10 @@ import json
 import math
 import os
 import shutil
-from datetime import datetime
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
 
-from sf.cfg.arguments import cfg_to_dict
 from sf.experiment.durable import replace_file
 from sf.experiment.lock import LOCK_FILE
 from sf.profiling.live_feed import LIVE_FILE
@@ -58,19 +56,6 @@ class Experiment:
         path = self.dir / name
         replace_file(path, json.dumps(_json_safe(data), indent=2).encode())
         return path
-
-    def write_config(self) -> Path:
-        return self.write_json("config.json", cfg_to_dict(self.cfg))
-
-    def keep_previous_config(self) -> Path | None:
-        """Before a resumed run with another config writes its own: the old config.json, renamed after its time."""
-        path = self.dir / "config.json"
-        if not path.is_file():
-            return None
-        stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
-        kept = self.dir / f"config.{stamp}.json"
-        os.replace(path, kept)
-        return kept
 
     def writer(self, policy_id: int) -> SummaryWriter:
         if policy_id not in self.writers:

@@ -102,23 +102,6 @@ class Runner(Component):
         self.control = PolicyControl(self.send)
         self.summary_sections: dict[str, Callable[[], Any]] = {}  # summary.json key -> what fills it at the end
 
-    # what the placements read and set ------------------------------------------------------------------
-    @property
-    def stop_status(self) -> str | None:
-        return self.stop.status
-
-    @stop_status.setter
-    def stop_status(self, status: str | None) -> None:
-        self.stop.status = status
-
-    @property
-    def error(self) -> str | None:
-        return self.stop.error
-
-    @error.setter
-    def error(self, error: str | None) -> None:
-        self.stop.error = error
-
     # Sample Factory's runner attributes, for observers -------------------------------------------------
     @property
     def env_steps(self) -> dict[int, int]:

@@ -24,8 +24,8 @@ class SerialHealer:
     envs, after the batcher and the inference worker dropped what they held of it (`EventLoop.on_failure`). A call
     that never returns is the watchdog's (`sf.supervision.serial_watch`)."""
 
-    def __init__(self, cfg, loop, incarnations: Incarnations, make_worker: Callable[[int, int], object]):
-        """`make_worker(index, epoch)` builds a rollout worker."""
+    def __init__(self, cfg, loop, incarnations: Incarnations, make_worker: Callable[[int], object]):
+        """`make_worker(index)` builds rollout worker `index` of its current incarnation."""
         self.cfg = cfg
         self.loop = loop
         self.inc = incarnations
@@ -82,7 +82,7 @@ class SerialHealer:
         for component in self.loop.components.values():
             component.forget_worker(w)
         self.loop.drop_local_messages_to(old.name)  # its releases and actions
-        new = self.make_worker(w, int(self.inc.epoch[w]))
+        new = self.make_worker(w)
         self.loop.replace(old, new)
         return new
 

@@ -93,9 +93,11 @@ class Healer:
         queues: dict,
         spares: list,
         processes: dict[str, Process],
-        start: Callable[[Process], int],
+        colocated: bool,
+        start: Callable[[Process], int] | None = None,
     ):
-        """`processes`: every component process by label; `start(process)` starts one again and returns its pid."""
+        """`processes`: every component process by label; `colocated`: inference workers live in the rollout workers'
+        processes; `start(process)` starts one again and returns its pid (set once the processes started)."""
         self.cfg = cfg
         self.supervisor = supervisor
         self.inc = incarnations
@@ -110,7 +112,7 @@ class Healer:
         self.causes: dict[str, str] = {}  # process label -> the error its component reported before it died
         self.pending: list[Restart] = []
         self.done: list[Restart] = []
-        self.colocated = cfg.inference_placement == "rollout_worker"
+        self.colocated = colocated
 
     # what can heal --------------------------------------------------------------------------------------------
     def process_of(self, component: str) -> str | None:
