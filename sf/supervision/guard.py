@@ -11,9 +11,10 @@ run owns (`sf.supervision.shm_names`: those in its ledger, those named after one
 it killed held and the run made) once nobody holds them, and removes the run's private folder. Nothing else in
 /dev/shm is touched, whatever appeared there during the run.
 
-Run as `python -m sf.supervision.guard <main pid> <ledger>`: it imports nothing heavy, and runs in a session of its own,
-so that a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and
-say `done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
+Run as `python -m sf.supervision.guard <main pid> <ledger> [--detached] <kinds...>` (the kinds of names the ledger
+may hold): it imports nothing heavy, and runs in a session of its own, so that a signal to the run's process group
+does not reach it (Ctrl-C lets the main process end the run in order and say `done`; `kill -9 -<pgid>` leaves the
+guard to end what is left). It ignores SIGINT and SIGTERM all the same.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Guard:
                 str(os.getpid()),
                 str(ledger.path),
                 *(["--detached"] if detached else []),
+                *ledger.kinds,
             ],
             stdin=subprocess.PIPE,
             text=True,
@@ -152,7 +154,7 @@ def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
     ended, held = end_left_behind(watched, followed, since)
     makers.update(watched)
     makers.update(followed)
-    unlink_unused(ledger.names() | named_after(makers) | held)
+    unlink_unused(ledger.names(since) | named_after(makers) | held)
     remove_private_dir(ledger)
     if ended:
         print(
@@ -163,4 +165,5 @@ def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), Ledger(sys.argv[2]), detached="--detached" in sys.argv[3:])
+    kinds = tuple(arg for arg in sys.argv[3:] if arg != "--detached")
+    main(int(sys.argv[1]), Ledger(sys.argv[2], kinds), detached="--detached" in sys.argv[3:])
