@@ -206,6 +206,35 @@ def _new_branch_folder(parent: Path) -> Path:
             continue
 
 
+def load_shared(path: Path, map_location: str = "cpu") -> Loaded:
+    """A checkpoint another policy saved for this one to take (population-based training), or, where that policy's
+    rotation removed it before it was read, the newest of its folder that is at least as new (a warning names both).
+    CheckpointError when neither loads."""
+    try:
+        return Loaded(path, load_state(path, map_location))
+    except CheckpointError:
+        if path.exists() or version_of(path) is None:
+            raise
+    newer = [
+        other for other in sorted(path.parent.glob("checkpoint_*.pth"), key=_order) if _order(other) > _order(path)
+    ]
+    for other in reversed(newer):
+        try:
+            state = load_state(other, map_location)
+        except CheckpointError as exc:
+            log.warning("%s: skipped, trying the checkpoint saved before it", exc)
+            continue
+        log.warning("%s was rotated away before it was read: taking %s, the newest of its folder", path, other.name)
+        return Loaded(other, state)
+    raise CheckpointError(
+        f"checkpoint {path} was rotated away before it was read, and no newer one in its folder loads"
+    )
+
+
+def _order(path: Path) -> tuple[int, int]:
+    return version_of(path) or (-1, -1)
+
+
 def version_of(path: Path) -> tuple[int, int] | None:
     """(version, env frames) from a checkpoint's name; None for a name of another form."""
     match = _VERSION_IN_NAME.match(path.name)

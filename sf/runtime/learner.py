@@ -28,7 +28,7 @@ from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
-from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_state
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_shared, load_state
 from sf.profiling import staleness
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import (
@@ -462,7 +462,7 @@ class Learner(Component):
         with the old weights (Sample Factory's rule); a checkpoint of the adopted weights is saved at once."""
         with self.timing.add_time("adopt_weights"):
             try:
-                state = load_state(Path(msg.path))
+                state = load_shared(Path(msg.path)).state  # the source's newest, where its rotation removed this one
             except CheckpointError as exc:
                 log.warning("%s keeps its own weights: %s", self.name, exc)
                 self.send(RUNNER, WeightsAdopted(self.policy_id, msg.source, self.version, str(exc)))
