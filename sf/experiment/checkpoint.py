@@ -17,8 +17,9 @@
 
 With `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`:
 a name already there (another branch's) is kept and the new one is named `<name>_<n>.pth`;
-with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept),
-the file `--load_checkpoint_kind=best` loads. Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
+with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept per
+run: a run removes only the best files it saved, never the one a resume started from), the newest of which
+`--load_checkpoint_kind=best` loads (each run's first best beats the best it resumed with). Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class CheckpointManager:
         self.milestone_every_s = milestone_every_s
         self.last_milestone = time.monotonic()
         self.best_value = -math.inf  # of the best policy saved so far; restored from checkpoints on resume
+        self.bests_saved: list[Path] = []  # by this manager: the only best files it removes
 
     def paths(self, kind: str = "latest") -> list[Path]:
         """Oldest first: by the version, then the env frames, in the name (files named otherwise are not ours)."""
@@ -134,9 +136,10 @@ class CheckpointManager:
         path = self._write(
             {**state, "best_performance": value}, f"best_{version:09d}_{env_steps}_{metric}_{value:.3f}.pth"
         )
-        for old in self.paths("best"):
+        for old in self.bests_saved:  # a best of an earlier run (the one a resume started from) stays
             if old != path:
                 old.unlink(missing_ok=True)
+        self.bests_saved = [path]
         return path
 
     def _keep_milestone(self, path: Path) -> None:
