@@ -243,3 +243,14 @@ def test_a_save_on_a_full_disk_names_file_and_cause_and_keeps_the_previous_check
     assert message == f"cannot save checkpoint {failed}: File too large (errno 27)"
     assert _names(manager) == ["checkpoint_000000001_100.pth"] and manager.paths()[0].read_bytes() == before
     assert not list(manager.dir.glob("*.tmp"))
+
+
+def test_a_run_removes_only_the_best_checkpoints_it_saved_and_the_one_it_resumed_from_stays(tmp_path):
+    first = CheckpointManager(tmp_path, 0, keep=2)
+    resumed_from = first.save_if_best(_state(3), 3, 300, "reward", 1.0)
+    second = CheckpointManager(tmp_path, 0, keep=2)
+    second.best_value = 1.0  # restored from the checkpoint it resumed with
+    own = second.save_if_best(_state(5), 5, 500, "reward", 2.0)
+    newer = second.save_if_best(_state(6), 6, 600, "reward", 3.0)
+    assert [p.name for p in second.paths("best")] == [resumed_from.name, newer.name] and not own.exists()
+    assert second.newest("best").state["version"] == 6
