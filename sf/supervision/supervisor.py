@@ -86,7 +86,7 @@ class Supervisor:
         self.started = time.time()
         # the /dev/shm names the run's processes make, in the run's private folder; of the kinds sf and its envs make
         self.ledger = new_ledger((*BASE_KINDS, *registered_shm_names()))
-        self.guard = Guard(self.ledger, detached_guard)
+        self.guard = Guard(self.ledger, detached_guard, self.started)
         self.control = RunControl(mp.get_context("spawn"), num_slots)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.children: dict[str, Child] = {}
