@@ -4,6 +4,7 @@ whole."""
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import os
 import resource
@@ -48,7 +49,8 @@ def test_a_run_resumed_from_an_older_checkpoint_sets_the_newer_ones_aside_and_it
     resumed = CheckpointManager(tmp_path, 0, keep=2)
     moved = resumed.set_aside_newer(best)
     assert [p.name for p in moved] == ["checkpoint_000000100_10000.pth", "checkpoint_000000101_10100.pth"]
-    assert sorted(p.name for p in (manager.dir / "superseded").iterdir()) == [p.name for p in moved]
+    (branch,) = (manager.dir / "superseded").iterdir()
+    assert sorted(p.name for p in branch.iterdir()) == [p.name for p in moved]
     _save(resumed, 51, 52, 53)
     assert _names(resumed) == ["checkpoint_000000052_5200.pth", "checkpoint_000000053_5300.pth"]
     assert CheckpointManager(tmp_path, 0, keep=2).newest().state["version"] == 53
@@ -65,15 +67,65 @@ def test_a_copied_folder_resumes_from_its_highest_version_whatever_the_file_time
     assert _names(copy) == [f"checkpoint_00000000{v}_{v * 100}.pth" for v in (8, 9)] + ["checkpoint_000000010_1000.pth"]
 
 
-def test_rotation_never_deletes_a_checkpoint_newer_than_the_one_just_written(tmp_path):
+def test_rotation_never_deletes_a_checkpoint_newer_than_the_one_just_written_nor_its_own_for_them(tmp_path):
+    """Newer files (another branch's) neither go nor count: the line being saved keeps `keep` files of its own."""
     manager = CheckpointManager(tmp_path, 0, keep=2)
     _save(manager, 5, 6)
     _save(manager, 3)
     assert _names(manager) == ["checkpoint_000000003_300.pth", "checkpoint_000000005_500.pth",
                                "checkpoint_000000006_600.pth"]  # fmt: skip
-    _save(manager, 4)  # again newer ones than itself: of the older, none is kept
-    assert _names(manager) == ["checkpoint_000000004_400.pth", "checkpoint_000000005_500.pth",
-                               "checkpoint_000000006_600.pth"]  # fmt: skip
+    _save(manager, 4)
+    assert _names(manager) == ["checkpoint_000000003_300.pth", "checkpoint_000000004_400.pth",
+                               "checkpoint_000000005_500.pth", "checkpoint_000000006_600.pth"]  # fmt: skip
+
+
+def _branch_state(branch: str, version: int) -> dict:
+    return {**_state(version), "branch": branch}
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    """sha256 -> a path holding those bytes, over every file under `folder`."""
+    return {hashlib.sha256(p.read_bytes()).hexdigest(): str(p) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_two_resumes_from_the_best_in_a_row_keep_every_file_of_both_branches(tmp_path):
+    """Branch A saves 1..8 (a milestone each, the best at 3); branch B resumes from the best and saves 4..8 under
+    the same names as A's; branch C resumes from the best again. Every file either branch wrote is still there,
+    byte for byte, and each branch's set-aside saves sit in a folder of their own."""
+    a = CheckpointManager(tmp_path, 0, keep=3, milestone_every_s=0)
+    for version in range(1, 9):
+        a.save(_branch_state("A", version), version, version * 100)
+        if version == 3:
+            best = a.save_if_best(_branch_state("A", version), version, version * 100, "reward", 1.0)
+    b = CheckpointManager(tmp_path, 0, keep=3, milestone_every_s=0)
+    assert [p.name for p in b.set_aside_newer(best)] == [f"checkpoint_00000000{v}_{v}00.pth" for v in (6, 7, 8)]
+    before_b = _hashes(a.dir)
+    for version in range(4, 9):
+        b.save(_branch_state("B", version), version, version * 100)
+    after_b = _hashes(a.dir)
+    assert set(before_b) <= set(after_b)
+    c = CheckpointManager(tmp_path, 0, keep=3, milestone_every_s=0)
+    c.set_aside_newer(best)
+    after_c = _hashes(a.dir)
+    assert set(after_b) <= set(after_c) and set(after_c) == set(after_b)  # moved, none lost, none copied
+    branches = sorted((a.dir / "superseded").iterdir())
+    assert len(branches) == 2 and all(len(list(branch.iterdir())) == 3 for branch in branches)
+    held = {torch.load(p, weights_only=True)["branch"] for branch in branches for p in branch.iterdir()}
+    assert held == {"A", "B"}
+    milestones = sorted(p.name for p in (a.dir / "milestones").iterdir())
+    assert len(milestones) == 8 + 5  # A's eight and B's five, the names B repeats kept beside A's
+    assert "checkpoint_000000008_800.pth" in milestones and "checkpoint_000000008_800_2.pth" in milestones
+    assert c.paths() == []  # C's saves will be the newest: A rotated its own older ones away before the best
+
+
+def test_a_branch_folder_or_a_milestone_never_replaces_an_existing_name(tmp_path):
+    manager = CheckpointManager(tmp_path, 0, keep=5, milestone_every_s=0)
+    _save(manager, 1, 2)
+    planted = manager.dir / "milestones" / "checkpoint_000000002_200_2.pth"
+    planted.write_bytes(b"someone's")
+    _save(manager, 2)  # the same name again: checkpoint_..._200.pth and _200_2.pth taken
+    assert planted.read_bytes() == b"someone's"
+    assert (manager.dir / "milestones" / "checkpoint_000000002_200_3.pth").is_file()
 
 
 def test_a_checkpoint_whose_contents_contradict_its_name_is_skipped(tmp_path, caplog):
@@ -191,3 +243,14 @@ def test_a_save_on_a_full_disk_names_file_and_cause_and_keeps_the_previous_check
     assert message == f"cannot save checkpoint {failed}: File too large (errno 27)"
     assert _names(manager) == ["checkpoint_000000001_100.pth"] and manager.paths()[0].read_bytes() == before
     assert not list(manager.dir.glob("*.tmp"))
+
+
+def test_a_run_removes_only_the_best_checkpoints_it_saved_and_the_one_it_resumed_from_stays(tmp_path):
+    first = CheckpointManager(tmp_path, 0, keep=2)
+    resumed_from = first.save_if_best(_state(3), 3, 300, "reward", 1.0)
+    second = CheckpointManager(tmp_path, 0, keep=2)
+    second.best_value = 1.0  # restored from the checkpoint it resumed with
+    own = second.save_if_best(_state(5), 5, 500, "reward", 2.0)
+    newer = second.save_if_best(_state(6), 6, 600, "reward", 3.0)
+    assert [p.name for p in second.paths("best")] == [resumed_from.name, newer.name] and not own.exists()
+    assert second.newest("best").state["version"] == 6

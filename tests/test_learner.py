@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import queue
+import threading
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from torch.distributions import Categorical, Normal
 
 from sf.cfg.arguments import parse_full_cfg
 from sf.envs.spaces import ActionSpec
-from sf.experiment.checkpoint import CheckpointManager
+from sf.experiment.checkpoint import CheckpointManager, load_state
 from sf.model import create_actor_critic
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.learner import Learner
@@ -330,3 +331,41 @@ def test_linear_decay_steps_every_minibatch_as_sample_factory_and_survives_resum
     resumed = make_learner(make_cfg(tmp_path, *flags), tmp_path, resume=True)
     assert resumed.sgd_steps == 6
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 6 / 30))
+
+
+def test_a_save_from_another_thread_is_never_taken_inside_a_step_and_no_step_follows_it(tmp_path):
+    """A serial run's watchdog saves the learner from its own thread while the loop's thread may only be slow: the
+    save waits for the step in progress, and the loop's thread, come unstuck, steps the optimizer no more. The file
+    holds the weights and the counters of one and the same step."""
+    learner = make_learner(make_cfg(tmp_path), tmp_path)
+    train = learner.handlers[Train]  # as the loop dispatches it
+    inside, go_on = threading.Event(), threading.Event()
+    step = learner._train
+
+    def slow_step(data: dict) -> dict:
+        inside.set()
+        go_on.wait(30)
+        return step(data)
+
+    learner._train = slow_step
+    stepping = threading.Thread(target=train, args=(Train(hand_built_batch(learner.model), N * T, 0),), daemon=True)
+    stepping.start()
+    assert inside.wait(30)
+    assert learner.save_from_another_thread(0.1) is False  # inside the step: not now
+    assert learner.checkpoints.paths() == []
+    saved: list[bool] = []
+    saver = threading.Thread(target=lambda: saved.append(learner.save_from_another_thread(30)), daemon=True)
+    saver.start()
+    go_on.set()
+    saver.join(30)
+    stepping.join(30)
+    assert saved == [True]
+    (path,) = learner.checkpoints.paths()
+    state = load_state(path)
+    assert state["version"] == learner.version == 1
+    weights = learner.model.state_dict()
+    assert all(torch.equal(state["model"][key], weights[key]) for key in weights)
+    later = threading.Thread(target=train, args=(Train(hand_built_batch(learner.model), N * T, 0),), daemon=True)
+    later.start()
+    later.join(0.5)
+    assert later.is_alive() and learner.version == 1  # held for good: the process ends next

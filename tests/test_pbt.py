@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -143,6 +144,37 @@ def test_files_round_trip_and_a_new_population_starts_from_the_flags(tmp_path):
     assert restarted.hyperparameters[1] != population.hyperparameters[1]  # --restart_behavior=restart starts over
 
 
+class Crash(Exception):
+    """The process dies here."""
+
+
+@pytest.mark.parametrize("survived", range(5))
+def test_a_crash_at_any_point_of_writing_a_policys_two_files_leaves_one_writes_pair(tmp_path, monkeypatch, survived):
+    """Each rename of a write (the two new files' own, then the two over the old ones) may be the last that happens
+    before the process dies: once settled, the hyperparameters and the shaping read back are of one write."""
+    old = ({"learning_rate": 1e-4}, {"reward": 1.0})
+    new = ({"learning_rate": 2e-4}, {"reward": 2.0})
+    policy_files.write(tmp_path, 3, *old)
+    renames = [0]
+    real_replace = os.replace
+
+    def replace(source, target):
+        if renames[0] == survived:
+            raise Crash(f"after {survived} renames")
+        renames[0] += 1
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        policy_files.write(tmp_path, 3, *new)
+    except Crash:
+        pass
+    monkeypatch.setattr(os, "replace", real_replace)
+    pair = (policy_files.read_hyperparameters(tmp_path, 3), policy_files.read_shaping(tmp_path, 3)[1])
+    assert pair == (old if survived < 3 else new)  # the third rename puts the new hyperparameters in place
+    assert not list(tmp_path.glob("*.next")) and not list(tmp_path.glob("*.tmp"))
+
+
 def test_a_file_put_there_before_the_start_seeds_its_policy_and_a_bad_one_is_named(tmp_path):
     (tmp_path / "policy_01_cfg.json").write_text(json.dumps({"learning_rate": 1e-7}))  # a Sample Factory file
     population = PopulationBasedTraining.load(pbt_cfg(tmp_path, pbt_mutation_rate=0.0), tmp_path, None)
@@ -227,6 +259,26 @@ def test_a_checkpoint_that_does_not_load_leaves_the_target_as_it_was(tmp_path):
     (answer,) = sent(target, WeightsAdopted)
     assert (answer.version, target.lr) == (0, target.cfg.learning_rate) and "missing.pth" in answer.error
     assert all(torch.equal(a, b) for a, b in zip(before, target.model.parameters()))
+
+
+def test_a_source_checkpoint_rotated_away_before_the_target_read_it_is_replaced_by_the_sources_newest(tmp_path, caplog):
+    """The source saves for the copy, then trains on and saves twice more (two kept): the file it named is gone by the
+    time the target reads it. The target takes the source's newest instead, and the log says so."""
+    source = make_learner(make_cfg(tmp_path / "a", "--use_rnn=False"), tmp_path / "a")
+    source._on_share_weights(ShareWeights())
+    (saved,) = sent(source, WeightsSaved)
+    for _ in range(2):
+        source._on_train(Train(hand_built_batch(source.model), N * T, 0))
+        source.save()
+    assert not Path(saved.path).exists()
+    target = make_learner(make_cfg(tmp_path / "b", "--use_rnn=False"), tmp_path / "b")
+    target.loop.outbox.clear()
+    with caplog.at_level(logging.WARNING, logger="sf"):
+        target._on_adopt_weights(AdoptWeights(0, saved.path, {}))
+    assert f"{saved.path} was rotated away before it was read: taking checkpoint_000000002_" in caplog.text
+    assert sent(target, WeightsAdopted)[0].error is None
+    for (name, a), b in zip(target.model.named_parameters(), source.model.parameters()):
+        torch.testing.assert_close(a, b, msg=name)
 
 
 # the runner's policy control and the observer ------------------------------------------------------------------

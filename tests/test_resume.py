@@ -78,6 +78,18 @@ def test_a_resume_whose_saved_config_cannot_be_read_is_refused_and_writes_nothin
     assert _snapshot(folder) == before
 
 
+def test_a_resume_from_best_where_there_is_no_best_is_refused_naming_what_there_is_and_writes_nothing(tmp_path, capsys):
+    """Training from scratch beside the periodic checkpoints would start a second branch, rotate the first away and
+    leave the next plain resume to jump back to it."""
+    folder = _prior_run(tmp_path)
+    before = _snapshot(folder)
+    assert run_rl(_cfg(tmp_path, "--load_checkpoint_kind=best")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sf: error: --load_checkpoint_kind: no best checkpoint of policy 0 in")
+    assert "1 periodic checkpoint(s), the newest checkpoint_000000016_4096.pth" in err[0]
+    assert _snapshot(folder) == before
+
+
 def test_a_finished_experiment_says_so_and_overwrites_nothing(tmp_path, sf_log):
     folder = _prior_run(tmp_path, env_steps=5000)
     before = _snapshot(folder)
@@ -130,7 +142,8 @@ def test_a_resume_past_a_damaged_newest_sets_it_aside_and_its_own_saves_are_the_
     assert result.returncode == 0, result.stdout[-3000:]
     assert "Learner 0 resumed from policy version 16 (4096 env frames)" in result.stdout
     assert "the 1 newer checkpoint(s) of policy 0 moved to" in result.stdout
-    assert (folder / "checkpoint_p0" / "superseded" / damaged.name).read_bytes() == b"cut short"
+    (aside,) = (folder / "checkpoint_p0" / "superseded").glob(f"*/{damaged.name}")  # in this branch's own folder
+    assert aside.read_bytes() == b"cut short"
     newest = CheckpointManager(folder, 0, keep=2).newest()
     assert newest.state["version"] > 16 and newest.path.name != damaged.name
 

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
 
-from sf.supervision.orphans import start_time
-from sf.supervision.shm_names import Ledger, named_after
+from sf.supervision.orphans import start_time, unlink_unused
+from sf.supervision.shm_names import (
+    CLAIM_WINDOW_S,
+    LEDGER_FILE,
+    Ledger,
+    named_after,
+    new_ledger,
+    remove_private_dir,
+)
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 FAST = [*CARTPOLE_LAYOUT, "--heartbeat_timeout_sec=5"]
@@ -98,7 +107,7 @@ def _wait_gone(sid: int, timeout_s: float = 20.0) -> None:
     # every process at once is the large chaos matrix's `sigkill_group` too; what it leaves is what main_killed leaves
     ["normal", "learner_killed", "main_killed", pytest.param("group_killed", marks=pytest.mark.slow)],
 )
-def test_foreign_files_survive_every_ending_and_the_runs_own_are_removed(tmp_path, foreign, ending):
+def test_foreign_files_survive_every_ending_and_the_runs_own_are_removed(tmp_path, foreign, planted_cleanup, ending):
     before = set(os.listdir("/dev/shm"))
     steps = 20_000 if ending == "normal" else 100_000_000
     proc = subprocess.Popen(
@@ -115,8 +124,10 @@ def test_foreign_files_survive_every_ending_and_the_runs_own_are_removed(tmp_pat
     try:
         read_until(proc, r"started RolloutWorker_w1 pid=", lines)
         made = foreign()
-        (private,) = {ledger.parent for ledger in _guard_of(proc.pid).values()}
+        (ledger,) = set(_guard_of(proc.pid).values())
+        private = ledger.parent
         assert private.is_dir()
+        made += _plant(ledger)
         if ending != "normal":
             read_until(proc, r"Fps is", lines)
         if ending == "learner_killed":
@@ -136,10 +147,35 @@ def test_foreign_files_survive_every_ending_and_the_runs_own_are_removed(tmp_pat
     assert not shm_leaked(before | {path.name for path in made}), out[-3000:]
     assert "/dev/shm file(s) of the run were left" not in out
     assert not private.exists()
+    if ending == "normal":
+        assert "ignored 3 line(s) that are not /dev/shm names of the run's kinds" in out, out[-3000:]
+
+
+def _plant(ledger: Path) -> list[Path]:
+    """Lines a run's ledger must never be trusted with, added during the run as another program could: a file in the
+    temporary folder, a /dev/shm name of no kind the run makes, one reached through `..`. Their files must survive."""
+    planted = [
+        Path(tempfile.gettempdir()) / f"sf_test_planted_{os.getpid()}",
+        _shm("sf_test_planted_"),
+        Path(tempfile.gettempdir()) / f"sf_test_planted_dots_{os.getpid()}",
+    ]
+    for path in planted:
+        path.write_bytes(b"not the run's")
+    lines = [str(planted[0]), str(planted[1]), f"/dev/shm/../{Path(planted[2]).relative_to('/')}"]
+    with open(ledger, "a") as file:
+        file.write("".join(f"{line}\n" for line in lines))
+    return planted
+
+
+@pytest.fixture
+def planted_cleanup():
+    yield
+    for path in [*Path(tempfile.gettempdir()).glob(f"sf_test_planted*_{os.getpid()}"), _shm("sf_test_planted_")]:
+        path.unlink(missing_ok=True)
 
 
 def test_the_ledger_records_what_this_process_made_in_its_block_and_not_what_others_made(tmp_path):
-    ledger = Ledger(tmp_path / "names")
+    ledger = Ledger(tmp_path / "names", kinds=("sf_test_ledger_*",))
     mine, theirs = _shm("sf_test_ledger_mine_"), _shm("sf_test_ledger_theirs_")
     try:
         with ledger.recording():
@@ -157,7 +193,7 @@ def test_the_ledger_records_what_this_process_made_in_its_block_and_not_what_oth
 
 def test_an_unsettled_claim_takes_the_matching_names_made_since_it_began(tmp_path):
     """A process killed while its envs start cannot record their engines' names: its claim stands for them."""
-    ledger = Ledger(tmp_path / "names")
+    ledger = Ledger(tmp_path / "names", kinds=("sf_test_claim*",))
     older, newer, other = _shm("sf_test_claimA_"), _shm("sf_test_claimB_"), _shm("sf_test_unclaimed_")
     try:
         older.write_bytes(b"x")
@@ -194,3 +230,77 @@ def test_names_after_a_pid_belong_to_that_process_only_if_it_is_not_younger_than
             later.wait()
     finally:
         made.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("replaced", ["mode", "symlink", "other_folder", "gone"])
+def test_a_private_folder_replaced_or_gone_removes_nothing_it_lists_and_says_so(tmp_path, caplog, replaced):
+    """A temp cleaner removed the run's folder during a long run and someone made one in its place (or loosened it):
+    the ledger read there is not the run's, so none of its names is taken, and the folder is left as it is."""
+    made = _shm("sf_test_private_")
+    made.write_bytes(b"x")
+    ledger = new_ledger(("sf_test_private_*",))
+    folder = ledger.path.parent
+    try:
+        ledger.add([str(made)])
+        assert ledger.names() == {str(made)}  # trusted as it was made
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        (elsewhere / LEDGER_FILE).write_text(f"{made}\n")
+        if replaced == "mode":
+            folder.chmod(0o755)
+        elif replaced == "gone":
+            shutil.rmtree(folder)
+        else:
+            shutil.rmtree(folder)
+            if replaced == "symlink":
+                folder.symlink_to(elsewhere)
+            else:
+                folder.mkdir(mode=0o700)
+                (folder / LEDGER_FILE).write_text(f"{made}\n")
+        assert ledger.names() == set()
+        assert "none of the /dev/shm names it lists is removed" in caplog.text
+        assert unlink_unused(ledger.names() | named_after({})) == [] and made.exists()
+        remove_private_dir(ledger)
+        assert (elsewhere / LEDGER_FILE).exists()
+        assert os.path.lexists(folder) == (replaced != "gone")
+    finally:
+        made.unlink(missing_ok=True)
+        if folder.is_symlink():
+            folder.unlink()
+        elif folder.exists():
+            folder.chmod(0o700)
+            shutil.rmtree(folder)
+
+
+def test_an_env_start_that_raises_settles_its_claim(tmp_path):
+    """The claim of an env start that failed must not take a segment another program makes afterwards."""
+    ledger = new_ledger(("sf_test_raise_*",))
+    later = _shm("sf_test_raise_")
+    try:
+        with pytest.raises(RuntimeError), ledger.recording(("sf_test_raise_*",)):
+            raise RuntimeError("the engine did not start")
+        assert ledger.path.read_text().split()[0:1] == ["claim"] and "settled" in ledger.path.read_text()
+        subprocess.run([sys.executable, "-c", f"open({str(later)!r}, 'w').write('x')"], check=True)
+        assert ledger.names() == set()
+        assert unlink_unused(ledger.names()) == [] and later.exists()
+    finally:
+        later.unlink(missing_ok=True)
+        remove_private_dir(ledger)
+
+
+def test_a_claim_stands_only_for_names_made_within_its_window_and_of_the_runs_kinds(tmp_path, caplog):
+    ledger = Ledger(tmp_path / "names", kinds=("sf_test_window_*",))
+    inside, outside, other = _shm("sf_test_window_in_"), _shm("sf_test_window_out_"), _shm("sf_test_not_a_kind_")
+    try:
+        ledger._append([f"claim 1@{time.time() - CLAIM_WINDOW_S - 5:.3f} sf_test_window_*\n"])  # its process died
+        outside.write_bytes(b"x")  # long after that claim began: another program's
+        assert ledger.names() == set()
+        time.sleep(0.05)  # the ctime of the next file is later than the next claim's start
+        ledger._append([f"claim 2@{time.time():.3f} sf_test_window_* sf_test_not_a_kind*\n"])
+        inside.write_bytes(b"x")
+        other.write_bytes(b"x")
+        assert ledger.names() == {str(inside)}
+        assert "claim of sf_test_not_a_kind*" in caplog.text
+    finally:
+        for path in (inside, outside, other):
+            path.unlink(missing_ok=True)

@@ -136,13 +136,14 @@ def test_when_the_main_process_dies_everything_of_its_run_ends_within_seconds(tm
 
 
 OWNER = """
-import sys, threading
+import sys, threading, time
 from pathlib import Path
 from sf.supervision.guard import Guard
 from sf.supervision.shm_names import new_ledger
+started = time.time()
+ledger = new_ledger(("sf_guard_test_*",))  # the kind of names this owner makes
+guard = Guard(ledger, detached=True, since=started)
 Path(sys.argv[1]).touch()
-ledger = new_ledger()
-guard = Guard(ledger, detached=True)
 ledger.add([sys.argv[1]])
 print(ledger.path.parent, flush=True)
 threading.Event().wait()

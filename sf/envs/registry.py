@@ -59,6 +59,11 @@ def env_shm_names(name: str) -> tuple[str, ...]:
     return _SHM_NAMES.get(name, ())
 
 
+def registered_shm_names() -> tuple[str, ...]:
+    """Every /dev/shm name pattern registered, once each: the kinds of names a run's envs may make."""
+    return tuple(dict.fromkeys(pattern for patterns in _SHM_NAMES.values() for pattern in patterns))
+
+
 def registered_envs() -> list[str]:
     return sorted(_REGISTRY)
 

@@ -5,34 +5,38 @@
   CheckpointError naming the file and the cause, after removing its temporary file; the files before it stay.
 - Newest means the highest version (then env frames), read from the name, which the contents must confirm: never
   a file time, which a copy (`cp -r`, `scp`, a sync) does not keep. Rotation keeps the newest `--keep_checkpoints`
-  and never deletes one newer than the file just written. A run resumed from an older checkpoint (the best one, or
-  the one before a damaged newest) first moves the newer ones aside into `superseded/` (`set_aside_newer`), so that
-  its own saves are the newest from then on.
+  of those older than the file just written (the line this run continues) and never deletes one newer than it.
+  A run resumed from an older checkpoint (the best one, or the one before a damaged newest) first moves the newer
+  ones aside into a folder of their own, `superseded/<time>-pid<pid>/` (`set_aside_newer`), so that its own saves
+  are the newest from then on: names repeat across branches (version and frames follow progress), so each branch
+  keeps its files apart, and nothing is ever moved or copied over an existing name.
 - Loading takes the newest file that loads (`torch.load(weights_only=True)`: tensors, numbers and strings only, so
   a checkpoint folder someone else wrote cannot run code) and holds what a training state needs, whose version and
   frames are the ones its name gives; a truncated, corrupt or misnamed newer one is named in a warning and skipped.
 - `*.tmp` files a killed save left behind are removed when a learner starts (`remove_stale`).
 
-With `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`;
-with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept),
-the file `--load_checkpoint_kind=best` loads. Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
+With `--save_milestones_sec`, a checkpoint that far from the last milestone is also kept for good in `milestones/`:
+a name already there (another branch's) is kept and the new one is named `<name>_<n>.pth`;
+with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept per
+run: a run removes only the best files it saved, never the one a resume started from), the newest of which
+`--load_checkpoint_kind=best` loads (each run's first best beats the best it resumed with). Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import math
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from sf.experiment.durable import TMP_SUFFIX, fsync_dir, replace_file
+from sf.experiment.durable import TMP_SUFFIX, fsync_dir, keep_new, move_new, replace_file
 
 log = logging.getLogger("sf")
 
@@ -64,6 +68,7 @@ class CheckpointManager:
         self.milestone_every_s = milestone_every_s
         self.last_milestone = time.monotonic()
         self.best_value = -math.inf  # of the best policy saved so far; restored from checkpoints on resume
+        self.bests_saved: list[Path] = []  # by this manager: the only best files it removes
 
     def paths(self, kind: str = "latest") -> list[Path]:
         """Oldest first: by the version, then the env frames, in the name (files named otherwise are not ours)."""
@@ -73,15 +78,15 @@ class CheckpointManager:
         return sorted(found, key=version_of)
 
     def set_aside_newer(self, than: Path) -> list[Path]:
-        """Before a run continues from `than`: move the periodic checkpoints newer than it into `superseded/`, where
-        they stay (the training they belong to is abandoned, not lost)."""
+        """Before a run continues from `than`: move the periodic checkpoints newer than it into a new folder of
+        `superseded/`, where they stay (the training they belong to is abandoned, not lost)."""
         mark = version_of(than)
         newer = [path for path in self.paths() if mark is not None and version_of(path) > mark]
         if newer:
-            aside = self.dir / SUPERSEDED_DIR
-            aside.mkdir(exist_ok=True)
+            aside = _new_branch_folder(self.dir / SUPERSEDED_DIR)
             for path in newer:
-                os.replace(path, aside / path.name)
+                move_new(path, aside / path.name)
+            fsync_dir(aside)
             fsync_dir(self.dir)
             log.warning(
                 "continuing from %s: the %d newer checkpoint(s) of policy %s moved to %s",
@@ -119,8 +124,7 @@ class CheckpointManager:
             self._keep_milestone(path)
             self.last_milestone = now
         older = [old for old in self.paths() if version_of(old) < version_of(path)]
-        kept = self.keep - 1 - sum(version_of(other) > version_of(path) for other in self.paths())
-        for old in older[: max(0, len(older) - kept)]:
+        for old in older[: max(0, len(older) - (self.keep - 1))]:  # newer ones (not this line's) neither go nor count
             old.unlink(missing_ok=True)
         return path
 
@@ -132,19 +136,24 @@ class CheckpointManager:
         path = self._write(
             {**state, "best_performance": value}, f"best_{version:09d}_{env_steps}_{metric}_{value:.3f}.pth"
         )
-        for old in self.paths("best"):
+        for old in self.bests_saved:  # a best of an earlier run (the one a resume started from) stays
             if old != path:
                 old.unlink(missing_ok=True)
+        self.bests_saved = [path]
         return path
 
     def _keep_milestone(self, path: Path) -> None:
-        """A hard link costs no copy and outlives the rotation of `path`; a copy where links are not possible."""
+        """A hard link costs no copy and outlives the rotation of `path`; a copy where links are not possible. A
+        milestone of the same name (another branch reached the same version and frames) stays as it is."""
         milestones = self.dir / "milestones"
         milestones.mkdir(exist_ok=True)
-        try:
-            os.link(path, milestones / path.name)
-        except OSError:
-            shutil.copy2(path, milestones / path.name)
+        for n in itertools.count(1):
+            target = milestones / (path.name if n == 1 else f"{path.stem}_{n}{path.suffix}")
+            try:
+                keep_new(path, target)
+                return
+            except FileExistsError:
+                continue
 
     # reading ------------------------------------------------------------------------------------------------
     def load(self, kind: str = "latest", map_location: str = "cpu") -> dict | None:
@@ -185,6 +194,48 @@ def load_state(path: Path, map_location: str = "cpu") -> dict:
             f"checkpoint {path} holds version {held[0]} at {held[1]} env frames, not what its name says"
         )
     return state
+
+
+def _new_branch_folder(parent: Path) -> Path:
+    """A folder of `parent` no one has used, named after the time and this process: one per resume."""
+    parent.mkdir(exist_ok=True)
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}"
+    for n in itertools.count(1):
+        folder = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def load_shared(path: Path, map_location: str = "cpu") -> Loaded:
+    """A checkpoint another policy saved for this one to take (population-based training), or, where that policy's
+    rotation removed it before it was read, the newest of its folder that is at least as new (a warning names both).
+    CheckpointError when neither loads."""
+    try:
+        return Loaded(path, load_state(path, map_location))
+    except CheckpointError:
+        if path.exists() or version_of(path) is None:
+            raise
+    newer = [
+        other for other in sorted(path.parent.glob("checkpoint_*.pth"), key=_order) if _order(other) > _order(path)
+    ]
+    for other in reversed(newer):
+        try:
+            state = load_state(other, map_location)
+        except CheckpointError as exc:
+            log.warning("%s: skipped, trying the checkpoint saved before it", exc)
+            continue
+        log.warning("%s was rotated away before it was read: taking %s, the newest of its folder", path, other.name)
+        return Loaded(other, state)
+    raise CheckpointError(
+        f"checkpoint {path} was rotated away before it was read, and no newer one in its folder loads"
+    )
+
+
+def _order(path: Path) -> tuple[int, int]:
+    return version_of(path) or (-1, -1)
 
 
 def version_of(path: Path) -> tuple[int, int] | None:

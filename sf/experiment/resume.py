@@ -8,6 +8,8 @@ With `--restart_behavior=resume` in an existing experiment folder:
   holds (the model's parameters and buffers, the optimizer's state, the env's spaces) is refused, with every such
   difference listed (exit status 2, nothing written); other changes are logged, and the old `config.json` is kept
   beside the new one;
+- `--load_checkpoint_kind=best` where a policy has periodic checkpoints and no best one is refused, naming what
+  there is (exit status 2, nothing written): training from scratch beside them would start a second branch;
 - a run whose checkpoints already hold `--train_for_env_steps` frames is finished: the entry point says so and
   writes nothing;
 - once the run starts, the checkpoints newer than the one continued from are set aside (`set_aside_newer`).
@@ -70,7 +72,7 @@ class ResumePoint:
 
     def set_aside_newer(self, cfg) -> None:
         """As training starts: the checkpoints newer than the ones it continues from (a damaged newest, the periodic
-        ones after a best) go into `superseded/`, so that this run's saves are the newest from its first one."""
+        ones after a best) go into a folder of their own under `superseded/`, so that this run's saves are the newest from its first one."""
         folder = Path(cfg.train_dir) / cfg.experiment
         for policy, loaded in self.checkpoints.items():
             CheckpointManager(folder, policy, cfg.keep_checkpoints).set_aside_newer(loaded.path)
@@ -78,13 +80,17 @@ class ResumePoint:
 
 def find_resume_point(cfg) -> ResumePoint | None:
     """None unless this run resumes an existing experiment folder. ConfigError (exit status 2) when the config
-    changes what the checkpoints hold; CheckpointError when checkpoints exist and none of a policy's loads."""
+    changes what the checkpoints hold or a policy has periodic checkpoints and none of the kind asked for;
+    CheckpointError when checkpoints exist and none of a policy's loads."""
     folder = Path(cfg.train_dir) / cfg.experiment
     if cfg.restart_behavior != "resume" or not folder.is_dir():
         return None
     point = ResumePoint()
     for policy in range(cfg.num_policies):
-        loaded = CheckpointManager(folder, policy, cfg.keep_checkpoints).newest(cfg.load_checkpoint_kind)
+        checkpoints = CheckpointManager(folder, policy, cfg.keep_checkpoints)
+        loaded = checkpoints.newest(cfg.load_checkpoint_kind)
+        if loaded is None and cfg.load_checkpoint_kind != "latest" and checkpoints.paths():
+            raise _no_checkpoint_of_kind(cfg, checkpoints, policy)
         if loaded is not None:  # the learner loads the optimizer's state itself; the run keeps only the rest
             point.checkpoints[policy] = Loaded(loaded.path, {k: v for k, v in loaded.state.items() if k != "optimizer"})
     saved = _saved_config(folder)
@@ -99,6 +105,18 @@ def find_resume_point(cfg) -> ResumePoint | None:
             flag="--restart_behavior",
         )
     return point
+
+
+def _no_checkpoint_of_kind(cfg, checkpoints: CheckpointManager, policy: int) -> ConfigError:
+    """Training from scratch beside the older checkpoints would rotate them away and leave two branches whose newest
+    a later resume picks: refused, naming what there is."""
+    periodic = checkpoints.paths()
+    return ConfigError(
+        f"--load_checkpoint_kind: no {cfg.load_checkpoint_kind} checkpoint of policy {policy} in {checkpoints.dir}, "
+        f"which holds {len(periodic)} periodic checkpoint(s), the newest {periodic[-1].name}; resume from it with "
+        f"--load_checkpoint_kind=latest, or choose another --experiment",
+        flag="--load_checkpoint_kind",
+    )
 
 
 def config_changes(saved: dict, new: dict) -> dict[str, tuple]:

@@ -38,6 +38,7 @@ from sf.envs.registry import registry_snapshot, restore_registry
 from sf.envs.spaces import EnvInfo
 from sf.experiment.checkpoint import Loaded
 from sf.experiment.folder import Experiment
+from sf.experiment.lock import share_held
 from sf.model.factory import model_factory_snapshot, restore_model_factory
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
@@ -160,6 +161,7 @@ class ParallelRun:
             resume={p: loaded.path for p, loaded in resume.items()},
             incarnations=incarnations,
             spares=spares,
+            lock=share_held(),
         )
         self.runner = Runner(
             cfg, experiment, on_stop_request=control.set, registrations=registrations, env_info=env_info

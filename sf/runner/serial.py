@@ -6,7 +6,8 @@ inherit the block, so a signal to the whole process group (Ctrl-C, `kill -TERM -
 before its worker closes it. A watchdog thread (`sf.supervision.serial_watch`) takes the signals and turns them into
 the stop, and ends the run itself when the loop is stuck in a call that never returns: after a stop request that
 does not finish within --stop_timeout_sec, or a loop silent for --heartbeat_timeout_sec. It then saves what can be
-saved (the learners' checkpoints, unless a learner is what is stuck), writes the run's outputs and exits."""
+saved (the learners' checkpoints, each taken between two of its handlers: none when a learner is what is stuck),
+writes the run's outputs and exits."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from sf.utils.roles import RUNNER
 log = logging.getLogger("sf")
 
 ENVS_STARTED_S = 1.0  # the first tick of this timer comes once every component started (and its envs)
+FINAL_SAVE_WAIT_S = 2.0  # how long the watchdog waits for a learner to finish its handler before saving it
 
 
 def run_serial(
@@ -157,11 +159,13 @@ def _give_up(runner: Runner, loop: EventLoop, supervisor: Supervisor, status: st
     log.error("%s: ending the run without it", cause)
     runner.stop.ask(status, cause)
     for component in loop.components.values():
-        if isinstance(component, Learner) and component.timing.open_scope() is None:
-            try:
-                component.on_stop()
-            except Exception as exc:  # a failing disk: the run's end is already an error or an interruption
-                log.error("%s: no final checkpoint: %s", component.name, exception_line(exc))
+        if not isinstance(component, Learner):
+            continue
+        try:
+            if not component.save_from_another_thread(FINAL_SAVE_WAIT_S):
+                log.error("%s: no final checkpoint: it is busy (stuck, or too slow to wait for)", component.name)
+        except Exception as exc:  # a failing disk: the run's end is already an error or an interruption
+            log.error("%s: no final checkpoint: %s", component.name, exception_line(exc))
     summary = _outputs(runner, loop.profiles())
     supervisor.stop(set(), grace=0.0, crashed=True, exit_wait_s=0.0)
     release_held()

@@ -12,10 +12,14 @@ keeps its own copy of the config, so a policy's hyperparameters are its own in a
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,7 +28,7 @@ from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
-from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_state
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_shared, load_state
 from sf.profiling import staleness
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import (
@@ -91,9 +95,21 @@ class Learner(Component):
         self.own_since = 0  # the first version trained from the weights it holds (`AdoptWeights` moves it)
         self.sgd_steps = 0  # optimizer steps over the whole run: the clock of --lr_schedule=linear_decay
         self.lr_schedule = LearningRateSchedule(cfg)
+        # held while a handler changes or saves the state: a save from another thread (`save_from_another_thread`)
+        # never sees the weights, the optimizer and the counters of different steps
+        self.exclusive = threading.Lock()
+        self.handlers = {kind: self._held(handler) for kind, handler in self.handlers.items()}
+
+    def _held(self, handler: Callable[[Any], None]) -> Callable[[Any], None]:
+        @functools.wraps(handler)
+        def held(msg) -> None:
+            with self.exclusive:
+                handler(msg)
+
+        return held
 
     def on_start(self) -> None:
-        with self.timing.add_time("init"):
+        with self.exclusive, self.timing.add_time("init"):
             self._init()
 
     def _init(self) -> None:
@@ -446,7 +462,7 @@ class Learner(Component):
         with the old weights (Sample Factory's rule); a checkpoint of the adopted weights is saved at once."""
         with self.timing.add_time("adopt_weights"):
             try:
-                state = load_state(Path(msg.path))
+                state = load_shared(Path(msg.path)).state  # the source's newest, where its rotation removed this one
             except CheckpointError as exc:
                 log.warning("%s keeps its own weights: %s", self.name, exc)
                 self.send(RUNNER, WeightsAdopted(self.policy_id, msg.source, self.version, str(exc)))
@@ -467,5 +483,21 @@ class Learner(Component):
 
     def on_stop(self) -> None:
         """A final checkpoint, except in benchmark mode where only throughput matters (or when nothing trained)."""
-        if hasattr(self, "optimizer") and not (self.cfg.benchmark or self.cfg.sampling_only):
+        with self.exclusive:
+            if self._final_save_due():
+                self.save()
+
+    def save_from_another_thread(self, timeout_s: float) -> bool:
+        """The final checkpoint, from a thread other than the loop's (a serial run's watchdog, the loop stuck
+        elsewhere): taken between two handlers of this learner, never inside one, and the learner stays held
+        afterwards (the process ends next), so the loop's thread, should it come unstuck, never steps the optimizer
+        during or after the save. False when a handler holds the learner for longer than `timeout_s` (the learner is
+        what is stuck, or too slow to wait for)."""
+        if not self.exclusive.acquire(timeout=timeout_s):
+            return False
+        if self._final_save_due():
             self.save()
+        return True
+
+    def _final_save_due(self) -> bool:
+        return hasattr(self, "optimizer") and not (self.cfg.benchmark or self.cfg.sampling_only)

@@ -11,9 +11,10 @@ run owns (`sf.supervision.shm_names`: those in its ledger, those named after one
 it killed held and the run made) once nobody holds them, and removes the run's private folder. Nothing else in
 /dev/shm is touched, whatever appeared there during the run.
 
-Run as `python -m sf.supervision.guard <main pid> <ledger>`: it imports nothing heavy, and runs in a session of its own,
-so that a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and
-say `done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
+Run as `python -m sf.supervision.guard <main pid> <ledger> <run start> [--detached] <kinds...>` (the kinds of names the
+ledger may hold): it imports nothing heavy, and runs in a session of its own, so that a signal to the run's process
+group does not reach it (Ctrl-C lets the main process end the run in order and say `done`; `kill -9 -<pgid>` leaves the
+guard to end what is left). It ignores SIGINT and SIGTERM all the same.
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ FOLLOW_S = 0.1  # how often the children of the main process are looked for whil
 class Guard:
     """The main process's handle on the guard."""
 
-    def __init__(self, ledger: Ledger, detached: bool = False):
-        """`ledger`: the run's record of the /dev/shm names it made, in the run's private folder, which the guard
-        also works in. `detached`: the guard forks itself away at once, so that it is not this process's child. A Ray
-        node agent needs that: Ray ends an actor by killing it and its children together, so a guard that is a child
-        dies with the agent, before it can remove what the agent left. `pid` is then the launcher's, gone at once."""
+    def __init__(self, ledger: Ledger, detached: bool = False, since: float | None = None):
+        """`ledger`: the run's record of the /dev/shm names it made, in the run's private folder, which the guard also
+        works in. `since`: the run's start (default: now); what was made before it is not the run's. `detached`: the
+        guard forks itself away at once, so that it is not this process's child. A Ray node agent needs that: Ray ends
+        an actor by killing it and its children together, so a guard that is a child dies with the agent, before it can
+        remove what the agent left. `pid` is then the launcher's, gone at once."""
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -56,7 +58,9 @@ class Guard:
                 "sf.supervision.guard",
                 str(os.getpid()),
                 str(ledger.path),
+                repr(time.time() if since is None else since),
                 *(["--detached"] if detached else []),
+                *ledger.kinds,
             ],
             stdin=subprocess.PIPE,
             text=True,
@@ -120,12 +124,12 @@ def end_left_behind(
     return names, shm
 
 
-def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
+def main(main_pid: int, ledger: Ledger, since: float, detached: bool = False) -> None:
+    """`since`: the run's start: what its processes hold and was made since is the run's."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if detached and os.fork() > 0:
         os._exit(0)
-    since = time.time()  # the run's start: what its processes hold and was made since is the run's
     makers = {main_pid: start_time(main_pid)}  # every process of the run, for the names made after their pid
     watched: dict[int, int | None] = {}
     followed: dict[int, int | None] = {}
@@ -152,7 +156,7 @@ def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
     ended, held = end_left_behind(watched, followed, since)
     makers.update(watched)
     makers.update(followed)
-    unlink_unused(ledger.names() | named_after(makers) | held)
+    unlink_unused(ledger.names(since) | named_after(makers) | held)
     remove_private_dir(ledger)
     if ended:
         print(
@@ -163,4 +167,5 @@ def main(main_pid: int, ledger: Ledger, detached: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), Ledger(sys.argv[2]), detached="--detached" in sys.argv[3:])
+    kinds = tuple(arg for arg in sys.argv[4:] if arg != "--detached")
+    main(int(sys.argv[1]), Ledger(sys.argv[2], kinds), float(sys.argv[3]), detached="--detached" in sys.argv[4:])

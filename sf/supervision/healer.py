@@ -211,7 +211,7 @@ class Healer:
         supervisor = self.supervisor
         child = supervisor.children[label]
         end_orphans(supervisor.keep | process_start.server_pids(), supervisor.started)
-        unlink_unused(supervisor.ledger.names() | named_after({child.pid: child.started}))
+        unlink_unused(supervisor.ledger.names(supervisor.started) | named_after({child.pid: child.started}))
 
     # under way ------------------------------------------------------------------------------------------------
     def poll(self) -> None:

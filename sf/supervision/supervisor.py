@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from typing import Any
 
+from sf.envs.registry import registered_shm_names
 from sf.supervision import process_start
 from sf.supervision.guard import Guard
 from sf.supervision.orphans import (
@@ -44,7 +45,7 @@ from sf.supervision.orphans import (
     unlink_unused,
 )
 from sf.supervision.shared_flags import RunControl
-from sf.supervision.shm_names import named_after, new_ledger, remove_private_dir
+from sf.supervision.shm_names import BASE_KINDS, named_after, new_ledger, remove_private_dir
 
 log = logging.getLogger("sf")
 
@@ -83,8 +84,9 @@ class Child:
 class Supervisor:
     def __init__(self, num_slots: int = 0, heartbeat_timeout_s: float = 60.0, detached_guard: bool = False):
         self.started = time.time()
-        self.ledger = new_ledger()  # the /dev/shm names the run's processes make, in the run's private folder
-        self.guard = Guard(self.ledger, detached_guard)
+        # the /dev/shm names the run's processes make, in the run's private folder; of the kinds sf and its envs make
+        self.ledger = new_ledger((*BASE_KINDS, *registered_shm_names()))
+        self.guard = Guard(self.ledger, detached_guard, self.started)
         self.control = RunControl(mp.get_context("spawn"), num_slots)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.children: dict[str, Child] = {}
@@ -265,7 +267,7 @@ class Supervisor:
         names = [describe(pid) for pid in left]
         if left:
             end_orphans(self.keep | process_start.server_pids(), self.started)
-        removed = unlink_unused(self.ledger.names() | named_after(self.makers))
+        removed = unlink_unused(self.ledger.names(self.started) | named_after(self.makers))
         if names or removed:
             log.warning(
                 "end-of-run check: %d process(es) and %d /dev/shm file(s) of the run were left: %s",
