@@ -30,6 +30,4 @@ class ProcessContext:
     resume: dict[int, Path] = field(default_factory=dict)  # policy -> the checkpoint its learner continues from
     incarnations: Incarnations | None = None  # which life of each component is current (healing); None on Ray nodes
     spares: list = field(default_factory=list)  # fresh queues for restarted components (`sf.supervision.healer`)
-    lock: Any = (
-        None  # a duplicate of the experiment lock's descriptor, held until the process exits (`sf.experiment.lock`)
-    )
+    lock: Any = None  # a duplicate of the experiment lock's descriptor, kept to the end (`sf.experiment.lock`)
