@@ -187,18 +187,23 @@ class Healer:
         if not self.free:
             return f"none of the {len(self.spares)} spare queues is free"
         every = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares)}}  # each process holds all
-        locked = dead_holders(every)
+        locked = dead_holders(every, self.supervisor.ended_threads)
         if isinstance(locked, str):
             return locked
-        for name in locked:  # it died inside a put or a get: finish that for it, so that no one waits forever
+        for name, tid in locked.items():  # it died inside a put or a get: finish that for it, so that no one waits
             cut = repair(every[name])
             log.warning(
-                "took back the lock of the queue %s from %s%s",
+                "took back the lock of the queue %s from thread %d of %s, dead%s",
                 name,
-                label,
+                tid,
+                self._owner_of(tid, label),
                 f" ({cut} bytes of a message it was writing cut off)" if cut else "",
             )
         return None
+
+    def _owner_of(self, tid: int, label: str) -> str:
+        child = self.supervisor.children.get(label)
+        return label if child is not None and tid in child.threads else "a component that ended earlier"
 
     def _slots(self, kinds: tuple[str, ...]) -> list[int]:
         return [p.slot for name, p in self.processes.items() if p.kind in kinds and self.supervisor.running(name)]

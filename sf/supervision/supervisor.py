@@ -78,6 +78,7 @@ class Child:
     started: int | None = None  # start time of `pid` (clock ticks since boot)
     failed: bool = False  # its end was reported as a failure
     last_beat: float = field(default_factory=time.monotonic)
+    threads: set[int] = field(default_factory=set)  # the thread ids seen in it while it ran
 
 
 class Supervisor:
@@ -96,6 +97,7 @@ class Supervisor:
         self._beats = self.control.beats()
         self._last_poll: float | None = None
         self._following = False
+        self.ended_threads: set[int] = set()  # thread ids of the component processes that ended (`queue_locks`)
 
     # start ----------------------------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -151,6 +153,7 @@ class Supervisor:
             for child in self.children.values():
                 child.last_beat = now
         self._last_poll = now
+        self._note_threads()
         failures = []
         if self._server_gone() and not self.server_failed:
             self.server_failed = True
@@ -160,10 +163,25 @@ class Supervisor:
                 continue
             code = self._exitcode(child)
             if code is not None:
-                child.failed = True
+                self._ended(child)
                 failures.append(Failure(child.label, f"exited with code {code}{_signal_name(code)}"))
         failures += self._check_heartbeats(now)
         return failures
+
+    def _note_threads(self) -> None:
+        """The thread ids of every running component process, so that a lock one of them dies holding can be told
+        from a lock a live thread holds (`sf.supervision.queue_locks`)."""
+        for child in self.children.values():
+            if child.pid is not None and not child.failed:
+                child.threads.add(child.pid)
+                try:
+                    child.threads.update(int(tid) for tid in os.listdir(f"/proc/{child.pid}/task"))
+                except OSError:  # it ended meanwhile: its threads are those seen so far
+                    pass
+
+    def _ended(self, child: Child) -> None:
+        child.failed = True
+        self.ended_threads |= child.threads
 
     def _check_heartbeats(self, now: float) -> list[Failure]:
         beats = self.control.beats()
@@ -174,8 +192,8 @@ class Supervisor:
             if beats[child.slot] != self._beats[child.slot]:
                 child.last_beat = now
             elif now - child.last_beat > self.heartbeat_timeout_s:
-                child.failed = True
-                self._kill(child)  # stopped or hung, it would only be killed at the end of the grace period
+                self._kill(child)
+                self._ended(child)  # stopped or hung, it would only be killed at the end of the grace period
                 missed.append(
                     Failure(
                         child.label,
