@@ -145,3 +145,40 @@ def test_a_worker_killed_holding_every_queue_lock_is_restarted_after_the_locks_a
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest[-3000:]
+
+
+def _training_info(exp: Path) -> list[tuple[int, int]]:
+    """(pid, training steps) of each `set_training_info` call the envs of `tests/healing_run.py` noted, in order."""
+    try:
+        text = (exp / "training_info.log").read_text()
+    except OSError:
+        return []
+    pairs = (line.split() for line in text.splitlines() if line.count(" ") == 1)  # the last line may be half written
+    return [(int(pid), int(steps)) for pid, steps in pairs]
+
+
+def test_a_replacement_rollout_worker_hears_how_far_training_went(tmp_path, run, shm_before):
+    """The runner's route to a restarted worker moves with it: the new process's envs get `set_training_info` with
+    the steps trained so far, rising, within a few progress lines (the old route led to the dead worker's inbox)."""
+    exp = tmp_path / "info"
+    proc = run(*FAST, "--env=training_info_cartpole", "--train_for_env_steps=100000000", "--experiment=info",
+               entry=[str(TESTS / "healing_run.py")])  # fmt: skip
+    lines: list[str] = []
+    read_until(proc, r"Fps is", lines)
+    os.kill(started_pids(lines)["RolloutWorker_w1"], signal.SIGKILL)
+    replacement = int(read_until(proc, RESTARTED, lines).group(3))
+    trained_at_restart = max((steps for _, steps in _training_info(exp)), default=0)
+    deadline = time.monotonic() + 30.0
+    heard: list[int] = []
+    while time.monotonic() < deadline:
+        # until it hears from the runner, a worker's envs get 0 steps (what it knows by itself)
+        heard = [steps for pid, steps in _training_info(exp) if pid == replacement and steps > 0]
+        if len(set(heard)) >= 2:
+            break
+        time.sleep(0.2)
+    assert len(set(heard)) >= 2, f"the replacement heard {heard} (the others up to {trained_at_restart})"
+    assert heard == sorted(heard) and heard[0] >= trained_at_restart, heard
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest[-3000:]
+    assert not shm_leaked(shm_before)

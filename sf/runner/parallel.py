@@ -172,6 +172,8 @@ def run_parallel(
 
     healer = Healer(cfg, supervisor, incarnations, queues, spares, processes, start=None)
     runner.healer = healer
+    loop.fence = Fence(incarnations, None, [mailbox.sender(queue) for queue in spares], loop)
+    healer.follow = partial(_follow_restarts, loop, mailbox)
 
     def watch_processes() -> None:
         if stop_event_local.is_set():
@@ -255,6 +257,14 @@ def _restart_process(supervisor: Supervisor, ctx, shared: dict, process: Process
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return supervisor.children[_process_label(process.kind, process.a, process.b)].pid
+
+
+def _follow_restarts(loop: EventLoop, mailbox: Mailbox):
+    """The runner's routes to a restarted component (training info, reward shaping) move with it now; returns whether
+    the messages sent on the old routes have left (before that, the queue left behind is not renewed)."""
+    loop.fence.catch_up()
+    mark = mailbox.mark()
+    return partial(mailbox.handled, mark)
 
 
 def _grace(cfg, runner: Runner) -> float:

@@ -8,13 +8,16 @@ heal, asks `Healer.take` instead of ending the run. A restart:
    nobody holds any more);
 2. moves the dead process's inbox, or its policy's, to a fresh queue of the spare pool (a spare no process uses any
    more is renewed and goes back to the pool: `sf.supervision.queue_locks.renew`) and starts a new generation
-   of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers;
+   of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers,
+   and points its routes at the new queue; the runner's routes (training info, PBT's reward shaping) move at once
+   (`follow`), so nothing keeps writing into the queue left behind;
 3. once every process that could hold that work has acknowledged, starts the replacement from the fork server, with
    the same name and heartbeat slot.
 
 It is one line in the log (with the cause the component reported, when it did), a counter in summary.json and
-TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first
-(`sf.supervision.queue_locks`). The restart is refused, and the run ends as it would without it, when
+TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first, on proof that
+its holder is dead (`sf.supervision.queue_locks`): a lock a live thread may hold is never touched. The restart is
+refused, and the run ends as it would without it, when
 `--restart_failed_components=False`, for a learner or the fork server, past `--max_component_restarts` restarts of
 one component within an hour, or when no spare queue is free.
 """
@@ -84,6 +87,10 @@ class RestartBudget:
         self.times.setdefault(label, deque()).append(now)
 
 
+def _nothing_on_the_way() -> bool:
+    return True
+
+
 class Healer:
     def __init__(
         self,
@@ -102,7 +109,10 @@ class Healer:
         self.queues = queues
         self.spares = spares
         self.free = list(range(len(spares)))  # spares no process uses
-        self.retired: list[tuple[int, int]] = []  # (spare, generation after which no process routes to it)
+        # (spare, generation after which no other process routes to it, whether this process's messages to it left)
+        self.retired: list[tuple[int, int, Callable[[], bool]]] = []
+        # points this process's routes at the queues now in use; returns whether what it sent before has left
+        self.follow: Callable[[], Callable[[], bool]] | None = None
         self.processes = processes
         self.start = start
         self.budget = RestartBudget(cfg.max_component_restarts)
@@ -176,8 +186,11 @@ class Healer:
         return None
 
     def _retire(self, spare: int, gen: int) -> None:
+        """After a move: this process's own routes follow it; the queue moved away from goes back to the pool once
+        nobody can write to it any more."""
+        sent = self.follow() if self.follow is not None else _nothing_on_the_way
         if spare != ORIGINAL:  # the queues the run started with are not renewed: the others hold them by name
-            self.retired.append((spare, gen))
+            self.retired.append((spare, gen, sent))
 
     def _refused(self, label: str, now: float) -> str | None:
         if self.supervisor.server_failed:
@@ -247,10 +260,11 @@ class Healer:
     def _renew_retired(self) -> None:
         """A retired spare every live process has moved away from, and that nobody is inside: as good as new."""
         live = self._slots(("learner", "inference", "rollout"))
-        for spare, gen in list(self.retired):
-            if self.inc.acknowledged(live, gen) and idle(self.spares[spare]):
+        for retired in list(self.retired):
+            spare, gen, sent = retired
+            if self.inc.acknowledged(live, gen) and sent() and idle(self.spares[spare]):
                 renew(self.spares[spare])
-                self.retired.remove((spare, gen))
+                self.retired.remove(retired)
                 self.free.append(spare)
 
     def _slot_running(self, slot: int) -> bool:
