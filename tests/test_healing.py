@@ -182,3 +182,35 @@ def test_a_replacement_rollout_worker_hears_how_far_training_went(tmp_path, run,
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest[-3000:]
     assert not shm_leaked(shm_before)
+
+
+def test_trajectories_dropped_for_a_restart_do_not_count_as_trained_frames():
+    """A batcher that holds a restarted worker's trajectories drops them; the frames it reports to the learner are
+    those of the trajectories it batched, nothing of the dropped ones."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    from sf.runtime.batcher import Batcher
+    from sf.runtime.messages import Train, Trajectories
+
+    rollout, slots_per_worker = 8, 4
+    cfg = SimpleNamespace(batch_size=3 * rollout, num_batches_per_epoch=1, rollout=rollout, async_rl=False)
+    layout = SimpleNamespace(worker_of_slot=lambda slot: slot // slots_per_worker)
+    buffers = SimpleNamespace(layout=layout, gather=lambda index: {"slots": index})
+    dropped = []
+    epochs = SimpleNamespace(of=np.zeros(2, dtype=np.int64), count_dropped=dropped.append)
+    batcher = Batcher(cfg, 0, buffers, frames_per_step=2, epochs=epochs)
+    sent = []
+    batcher.loop = SimpleNamespace(send=lambda dest, msg: sent.append(msg))
+    batcher._on_trajectories(Trajectories([0], worker=0))
+    batcher._on_trajectories(Trajectories([4], worker=1))
+    batcher.forget_worker(1)  # worker 1 restarted: its trajectory waiting here is dropped
+    epochs.of[1] = 1
+    batcher._on_trajectories(Trajectories([5], worker=1, epoch=0))  # one of its dead incarnation's, late
+    batcher._on_trajectories(Trajectories([1, 2], worker=0))
+    trains = [msg for msg in sent if isinstance(msg, Train)]
+    assert [t.batch["slots"].tolist() for t in trains] == [[0, 1, 2]] and dropped == [1, 1]
+    assert sum(t.new_frames for t in trains) == 3 * rollout * 2
+    assert torch.is_tensor(trains[0].batch["slots"])
