@@ -1,7 +1,8 @@
 """A training entry point for the healing tests, as a user's script makes it: its env (`training_info_cartpole`)
-notes every `set_training_info` call in `<experiment>/training_info.log` (`<pid> <approx_total_training_steps>`), and
-an observer starts a subprocess of its own when the run starts (its pid in `<experiment>/observer_child.pid`) and ends
-it when the run stops."""
+notes every `set_training_info` call in `<experiment>/training_info.log` (`<pid> <approx_total_training_steps>`) and
+runs beside a helper process of its own, as a simulator's engine does (`<experiment>/engines/<worker pid>.<helper
+pid>`, ended when the env closes); an observer starts a subprocess of its own when the run starts (its pid in
+`<experiment>/observer_child.pid`) and ends it when the run stops."""
 
 from __future__ import annotations
 
@@ -22,10 +23,18 @@ from sf.train import ExperimentStatus, make_runner  # noqa: E402
 
 
 class TrainingInfoNoted(gym.Wrapper, TrainingInfoInterface):
-    def __init__(self, env, log: Path):
+    def __init__(self, env, exp: Path):
         gym.Wrapper.__init__(self, env)
         TrainingInfoInterface.__init__(self)
-        self.log = log
+        self.log = exp / "training_info.log"
+        self.engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        (exp / "engines").mkdir(exist_ok=True)
+        (exp / "engines" / f"{os.getpid()}.{self.engine.pid}").touch()
+
+    def close(self) -> None:
+        self.engine.kill()
+        self.engine.wait()
+        super().close()
 
     def set_training_info(self, training_info: dict) -> None:
         super().set_training_info(training_info)
@@ -34,7 +43,7 @@ class TrainingInfoNoted(gym.Wrapper, TrainingInfoInterface):
 
 
 def make_env(full_env_name, cfg, env_config=None, render_mode=None):
-    return TrainingInfoNoted(gym.make("CartPole-v1"), Path(cfg.train_dir, cfg.experiment, "training_info.log"))
+    return TrainingInfoNoted(gym.make("CartPole-v1"), Path(cfg.train_dir, cfg.experiment))
 
 
 class StartsAHelper(AlgoObserver):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
+from conftest import CARTPOLE_LAYOUT, ROOT, alive, read_until, shm_leaked, started_pids
 
 TESTS = Path(__file__).parent
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -157,16 +157,28 @@ def _training_info(exp: Path) -> list[tuple[int, int]]:
     return [(int(pid), int(steps)) for pid, steps in pairs]
 
 
-def test_a_replacement_rollout_worker_hears_how_far_training_went(tmp_path, run, shm_before):
+def test_a_replacement_rollout_worker_hears_how_far_training_went_and_the_heal_ends_only_its_processes(
+    tmp_path, run, shm_before
+):
     """The runner's route to a restarted worker moves with it: the new process's envs get `set_training_info` with
-    the steps trained so far, rising, within a few progress lines (the old route led to the dead worker's inbox)."""
+    the steps trained so far, rising, within a few progress lines (the old route led to the dead worker's inbox). The
+    heal ends the dead worker's own processes (its envs' engines) and no other: an observer's helper, started by the
+    main process during the run, lives on."""
     exp = tmp_path / "info"
     proc = run(*FAST, "--env=training_info_cartpole", "--train_for_env_steps=100000000", "--experiment=info",
                entry=[str(TESTS / "healing_run.py")])  # fmt: skip
     lines: list[str] = []
     read_until(proc, r"Fps is", lines)
-    os.kill(started_pids(lines)["RolloutWorker_w1"], signal.SIGKILL)
+    pids = started_pids(lines)
+    dead, workers = pids["RolloutWorker_w1"], {pids["RolloutWorker_w0"], pids["RolloutWorker_w1"]}
+    engines = {int(path.suffix[1:]): int(path.stem) for path in (exp / "engines").iterdir()}  # engine -> its maker
+    engines = {engine: maker for engine, maker in engines.items() if maker in workers}  # not the probe's (closed)
+    observer_child = int((exp / "observer_child.pid").read_text())
+    assert sorted(engines.values()).count(dead) == 4 and all(alive(pid) for pid in [*engines, observer_child])
+    os.kill(dead, signal.SIGKILL)
     replacement = int(read_until(proc, RESTARTED, lines).group(3))
+    assert [alive(pid) for pid, worker in engines.items() if worker == dead] == [False] * 4
+    assert all(alive(pid) for pid, worker in engines.items() if worker != dead) and alive(observer_child)
     trained_at_restart = max((steps for _, steps in _training_info(exp)), default=0)
     deadline = time.monotonic() + 30.0
     heard: list[int] = []

@@ -4,8 +4,8 @@ in place, and the run goes on.
 The main process learns of the death from the supervisor (an exit, a missing heartbeat) and, for the kinds that can
 heal, asks `Healer.take` instead of ending the run. A restart:
 
-1. ends what the dead process left (its env engines, which this process adopted, and the /dev/shm names of the run
-   nobody holds any more);
+1. ends what the dead process left (the processes it started, noted while it ran: its env engines, which this process
+   adopted; no other process of the run), and the /dev/shm names of the run nobody holds any more;
 2. moves the dead process's inbox, or its policy's, to a fresh queue of the spare pool (a spare no process uses any
    more is renewed and goes back to the pool: `sf.supervision.queue_locks.renew`) and starts a new generation
    of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers,
@@ -30,9 +30,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sf.supervision import process_start
 from sf.supervision.incarnations import ORIGINAL, Incarnations
-from sf.supervision.orphans import end_orphans, unlink_unused
+from sf.supervision.orphans import end_processes, unlink_unused
 from sf.supervision.queue_locks import dead_holders, idle, renew, repair
 from sf.supervision.shm_names import named_after
 from sf.supervision.supervisor import Failure, Supervisor
@@ -222,11 +221,11 @@ class Healer:
         return [p.slot for name, p in self.processes.items() if p.kind in kinds and self.supervisor.running(name)]
 
     def _clear_remains(self, label: str) -> None:
-        """End the dead process's env engines (this process adopted them) and remove the run's /dev/shm names that
-        nobody holds now (theirs)."""
+        """End the processes the dead one started (its env engines: this process adopted them), and no other (an
+        observer's helper, a profiler's wrapper), and remove the run's /dev/shm names that nobody holds now."""
         supervisor = self.supervisor
         child = supervisor.children[label]
-        end_orphans(supervisor.keep | process_start.server_pids(), supervisor.started)
+        end_processes(supervisor.own_processes(label), supervisor.started)
         unlink_unused(supervisor.ledger.names() | named_after({child.pid: child.started}))
 
     # under way ------------------------------------------------------------------------------------------------
