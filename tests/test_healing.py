@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
+from conftest import CARTPOLE_LAYOUT, ROOT, alive, read_until, shm_leaked, started_pids
 
 TESTS = Path(__file__).parent
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -145,3 +145,84 @@ def test_a_worker_killed_holding_every_queue_lock_is_restarted_after_the_locks_a
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest[-3000:]
+
+
+def _training_info(exp: Path) -> list[tuple[int, int]]:
+    """(pid, training steps) of each `set_training_info` call the envs of `tests/healing_run.py` noted, in order."""
+    try:
+        text = (exp / "training_info.log").read_text()
+    except OSError:
+        return []
+    pairs = (line.split() for line in text.splitlines() if line.count(" ") == 1)  # the last line may be half written
+    return [(int(pid), int(steps)) for pid, steps in pairs]
+
+
+def test_a_replacement_rollout_worker_hears_how_far_training_went_and_the_heal_ends_only_its_processes(
+    tmp_path, run, shm_before
+):
+    """The runner's route to a restarted worker moves with it: the new process's envs get `set_training_info` with
+    the steps trained so far, rising, within a few progress lines (the old route led to the dead worker's inbox). The
+    heal ends the dead worker's own processes (its envs' engines) and no other: an observer's helper, started by the
+    main process during the run, lives on."""
+    exp = tmp_path / "info"
+    proc = run(*FAST, "--env=training_info_cartpole", "--train_for_env_steps=100000000", "--experiment=info",
+               entry=[str(TESTS / "healing_run.py")])  # fmt: skip
+    lines: list[str] = []
+    read_until(proc, r"Fps is", lines)
+    pids = started_pids(lines)
+    dead, workers = pids["RolloutWorker_w1"], {pids["RolloutWorker_w0"], pids["RolloutWorker_w1"]}
+    engines = {int(path.suffix[1:]): int(path.stem) for path in (exp / "engines").iterdir()}  # engine -> its maker
+    engines = {engine: maker for engine, maker in engines.items() if maker in workers}  # not the probe's (closed)
+    observer_child = int((exp / "observer_child.pid").read_text())
+    assert sorted(engines.values()).count(dead) == 4 and all(alive(pid) for pid in [*engines, observer_child])
+    os.kill(dead, signal.SIGKILL)
+    replacement = int(read_until(proc, RESTARTED, lines).group(3))
+    assert [alive(pid) for pid, worker in engines.items() if worker == dead] == [False] * 4
+    assert all(alive(pid) for pid, worker in engines.items() if worker != dead) and alive(observer_child)
+    trained_at_restart = max((steps for _, steps in _training_info(exp)), default=0)
+    deadline = time.monotonic() + 30.0
+    heard: list[int] = []
+    while time.monotonic() < deadline:
+        # until it hears from the runner, a worker's envs get 0 steps (what it knows by itself)
+        heard = [steps for pid, steps in _training_info(exp) if pid == replacement and steps > 0]
+        if len(set(heard)) >= 2:
+            break
+        time.sleep(0.2)
+    assert len(set(heard)) >= 2, f"the replacement heard {heard} (the others up to {trained_at_restart})"
+    assert heard == sorted(heard) and heard[0] >= trained_at_restart, heard
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest[-3000:]
+    assert not shm_leaked(shm_before)
+
+
+def test_trajectories_dropped_for_a_restart_do_not_count_as_trained_frames():
+    """A batcher that holds a restarted worker's trajectories drops them; the frames it reports to the learner are
+    those of the trajectories it batched, nothing of the dropped ones."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    from sf.runtime.batcher import Batcher
+    from sf.runtime.messages import Train, Trajectories
+
+    rollout, slots_per_worker = 8, 4
+    cfg = SimpleNamespace(batch_size=3 * rollout, num_batches_per_epoch=1, rollout=rollout, async_rl=False)
+    layout = SimpleNamespace(worker_of_slot=lambda slot: slot // slots_per_worker)
+    buffers = SimpleNamespace(layout=layout, gather=lambda index: {"slots": index})
+    dropped = []
+    epochs = SimpleNamespace(of=np.zeros(2, dtype=np.int64), count_dropped=dropped.append)
+    batcher = Batcher(cfg, 0, buffers, frames_per_step=2, epochs=epochs)
+    sent = []
+    batcher.loop = SimpleNamespace(send=lambda dest, msg: sent.append(msg))
+    batcher._on_trajectories(Trajectories([0], worker=0))
+    batcher._on_trajectories(Trajectories([4], worker=1))
+    batcher.forget_worker(1)  # worker 1 restarted: its trajectory waiting here is dropped
+    epochs.of[1] = 1
+    batcher._on_trajectories(Trajectories([5], worker=1, epoch=0))  # one of its dead incarnation's, late
+    batcher._on_trajectories(Trajectories([1, 2], worker=0))
+    trains = [msg for msg in sent if isinstance(msg, Train)]
+    assert [t.batch["slots"].tolist() for t in trains] == [[0, 1, 2]] and dropped == [1, 1]
+    assert sum(t.new_frames for t in trains) == 3 * rollout * 2
+    assert torch.is_tensor(trains[0].batch["slots"])

@@ -98,6 +98,15 @@ def _start(args: list[str], sessions: list[int], module: str = "sf_examples.trai
     return proc
 
 
+def _wait_gone(pid: int, started: str, deadline_s: float) -> None:
+    """Wait until the process `pid` that started at `started` (clock ticks since boot) has exited: a zombie, gone, or
+    its pid taken by another process."""
+    deadline = time.monotonic() + deadline_s
+    while (fields := _stat(pid)) is not None and fields[0] not in "ZX" and fields[19] == started:
+        assert time.monotonic() < deadline, f"pid {pid} still runs after {deadline_s} s"
+        time.sleep(0.1)
+
+
 def _summary(path: Path, deadline_s: float) -> dict:
     """Wait for the run to end: summary.json is written once, atomically, when it does."""
     deadline = time.monotonic() + deadline_s
@@ -132,10 +141,12 @@ def test_a_run_outlives_the_shell_that_launched_it(tmp_path, sessions, launcher)
     assert shell.wait(timeout=400) == 0, log.read_text()[-3000:]
     run_pid = int(pidfile.read_text())
     sessions.append(run_pid)  # under setsid the run is a session of its own
+    started = _stat(run_pid)[19]
     summary = _summary(tmp_path / "bg" / "summary.json", deadline_s=400)
     assert summary["status"] == "ok", summary
     assert summary["env_frames"]["0"] >= 20000
     assert _stat(run_pid) is None or _stat(run_pid)[1] != str(shell.pid)  # it did lose its launcher
+    _wait_gone(run_pid, started, deadline_s=60)  # summary.json comes before the last lines of the log
     assert "Collected {0: " in log.read_text()
 
 

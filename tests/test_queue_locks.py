@@ -1,5 +1,6 @@
 """A queue whose lock a killed process held is taken back whole: waiters go on, a message half-written is cut off,
-every complete one is still read, in order."""
+every complete one is still read, in order. A lock a live thread may hold is never taken: busy queues scanned and
+"repaired" beside their producers and consumers lose no message."""
 
 from __future__ import annotations
 
@@ -8,11 +9,25 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 
 import faster_fifo
 import numpy as np
+import pytest
 
-from sf.supervision.queue_locks import COUNT, HEAD, MUTEX_OFFSET, SIZE, TAIL, dead_holders, holder, layout_known, repair
+from sf.supervision.queue_locks import (
+    COUNT,
+    HEAD,
+    MUTEX_OFFSET,
+    SIZE,
+    TAIL,
+    _alive,
+    dead_holder,
+    dead_holders,
+    holder,
+    layout_known,
+    repair,
+)
 
 
 def _die_holding(queue, half_written: int | None = None) -> int:
@@ -55,7 +70,9 @@ def test_a_lock_a_killed_process_held_is_named_and_taken_back_and_its_waiters_go
     queue = faster_fifo.Queue(10_000)
     queue.put_many(["a", "b"])
     dead = _die_holding(queue)
-    assert holder(queue) == dead and dead_holders({"q": queue, "free": faster_fifo.Queue(100)}) == ["q"]
+    free = faster_fifo.Queue(100)
+    assert holder(queue) == dead and dead_holders({"q": queue, "free": free}, {dead}) == {"q": dead}
+    assert dead_holders({"q": queue}, {dead + 1}) == {}  # a thread not known to have ended is no proof
     got = []
     waiter = threading.Thread(target=lambda: got.extend(queue.get_many(timeout=5)), daemon=True)
     waiter.start()  # blocks on the lock, not on the condition
@@ -75,7 +92,8 @@ def test_a_message_half_written_by_a_killed_put_is_cut_off_and_the_ring_stays_wh
         if i % 3 == 2:
             queue.get(timeout=1)
     before = queue.qsize()
-    _die_holding(queue, half_written=40)
+    dead = _die_holding(queue, half_written=40)
+    assert dead_holder(queue, {dead}) == dead
     assert repair(queue) == 8
     assert queue.qsize() == before
     assert [queue.get(timeout=1) for _ in range(before)] == [f"m{i}" for i in range(12) if i not in (0, 1, 2, 3)]
@@ -120,3 +138,104 @@ def test_a_queue_a_killed_waiter_left_is_renewed_and_serves_a_new_reader():
     assert done.wait(20), "a put hangs"
     reader.join(20)
     assert not reader.is_alive()
+
+
+def test_a_lock_a_live_thread_holds_is_never_proven_dead_even_under_an_id_the_run_saw_end():
+    """A live holder named by an id in the set of ended threads (as a reused id would be) stays untouched."""
+    queue = faster_fifo.Queue(1000)
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.c_void_p(ctypes.addressof(queue.queue_obj_buffer) + MUTEX_OFFSET)
+    assert libc.pthread_mutex_lock(mutex) == 0
+    try:
+        me = threading.get_native_id()
+        assert holder(queue) == me and dead_holder(queue, {me, 0}) is None
+    finally:
+        libc.pthread_mutex_unlock(mutex)
+
+
+PAYLOAD = b"p" * 200
+BATCH = 16
+
+
+def _produce(queue, stop, sent) -> None:
+    seq = 0
+    while not stop.is_set():
+        try:
+            queue.put_many([(seq + i, PAYLOAD) for i in range(BATCH)], timeout=0.05)
+            seq += BATCH
+        except faster_fifo.Full:
+            pass
+    sent.value = seq
+
+
+def _consume(queue, stop, received, errors) -> None:
+    expected = 0
+    while True:
+        try:
+            msgs = queue.get_many(timeout=0.05)
+        except faster_fifo.Empty:
+            if stop.is_set():
+                break
+            continue
+        except Exception:  # a message that does not unpickle: a corrupted ring
+            errors.value += 1
+            continue
+        for msg in msgs:
+            if not (isinstance(msg, tuple) and msg[0] == expected and msg[1] == PAYLOAD):
+                errors.value += 1
+            expected = (msg[0] if isinstance(msg, tuple) else expected) + 1
+    received.value = expected
+
+
+def _stress(seconds: float) -> None:
+    """Two busy queues, each with a producer and a consumer process, while this process scans every lock and repairs
+    whatever it finds proven dead, naming the live processes' own thread ids (and 0) as ended: the worst a reused
+    id could do. The unguarded check (lock word set, owner word not a live thread) runs beside it for comparison."""
+    ctx = mp.get_context("fork")
+    stop = ctx.Event()
+    queues = {f"q{i}": faster_fifo.Queue(200_000) for i in range(2)}
+    sent = [ctx.Value("q", 0) for _ in queues]
+    received = [ctx.Value("q", 0) for _ in queues]
+    errors = [ctx.Value("q", 0) for _ in queues]
+    procs = []
+    for i, queue in enumerate(queues.values()):
+        procs.append(ctx.Process(target=_produce, args=(queue, stop, sent[i]), daemon=True))
+        procs.append(ctx.Process(target=_consume, args=(queue, stop, received[i], errors[i]), daemon=True))
+    for proc in procs:
+        proc.start()
+    try:
+        ended = {0} | {proc.pid for proc in procs}
+        repairs = scans = unguarded = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            found = dead_holders(queues, ended)
+            assert isinstance(found, dict), found
+            for name in found:
+                repair(queues[name])
+                repairs += 1
+            for queue in queues.values():
+                tid = holder(queue)
+                unguarded += tid is not None and not _alive(tid)
+            scans += 1
+        stop.set()
+        for proc in procs:
+            proc.join(10)
+            assert proc.exitcode == 0, proc
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    print(f"{scans} scans, {unguarded} unguarded reads of a live lock as dead-held, {repairs} repairs")
+    assert repairs == 0
+    assert [e.value for e in errors] == [0, 0]
+    assert [r.value for r in received] == [s.value for s in sent] and min(s.value for s in sent) > 1000
+
+
+def test_busy_queues_scanned_beside_their_producers_and_consumers_lose_no_message():
+    _stress(4.0)
+
+
+@pytest.mark.slow
+def test_busy_queues_scanned_for_a_minute_lose_no_message():
+    _stress(60.0)

@@ -37,6 +37,8 @@ class Mailbox:
         self._closed = False
         self.error: str | None = None  # why the thread stopped reading, if it did
         self._empty_gets = 0
+        self._posted = 0  # messages handed to the thread so far
+        self._handled = 0  # of those, how many it has put (or dropped)
         self._thread = threading.Thread(target=self._run, name="sf-mailbox", daemon=True)
 
     @property
@@ -72,6 +74,7 @@ class Mailbox:
                 except faster_fifo.Full:
                     dest, _, _ = wire
                     log.warning("a message for %s was dropped: its queue stayed full for %.0f s", dest, PUT_TIMEOUT_S)
+                self._handled += 1
             try:
                 msgs = self.inbox.get_many(block=True, timeout=POLL_S)
             except faster_fifo.Empty:
@@ -116,6 +119,17 @@ class Mailbox:
         """Put `wire` (a message in `sf.runtime.messages.encode`'s form) on `queue` from the thread."""
         with self._cond:
             self._outgoing.append((queue, wire))
+            self._posted += 1
+
+    def mark(self) -> int:
+        """How many messages were posted so far: `handled(mark)` tells when all of them have left."""
+        with self._cond:
+            return self._posted
+
+    def handled(self, mark: int) -> bool:
+        """Every message posted before `mark` was taken is in its queue (or dropped): none is on its way to a queue
+        the runner routed to then (one a restart retired)."""
+        return self._handled >= mark
 
 
 class Sender:

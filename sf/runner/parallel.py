@@ -183,6 +183,8 @@ class ParallelRun:
             self.loop.enable_timeline(self.runner.timeline)
         self.healer = Healer(cfg, self.supervisor, incarnations, queues, spares, processes, settings.colocated)
         self.runner.healer = self.healer
+        self.loop.fence = Fence(incarnations, None, [self.mailbox.sender(queue) for queue in spares], self.loop)
+        self.healer.follow = partial(_follow_restarts, self.loop, self.mailbox)
         self.loop.every(WATCH_S, self.watch, owner=self.runner)
         self.profile = profiling.attach(cfg.profiling, "runner", RUNNER, self.loop, stores[0])
 
@@ -285,6 +287,14 @@ def _restart_process(supervisor: Supervisor, start_ctx, ctx: ProcessContext, pro
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return supervisor.children[_process_label(process.kind, process.a, process.b)].pid
+
+
+def _follow_restarts(loop: EventLoop, mailbox: Mailbox):
+    """The runner's routes to a restarted component (training info, reward shaping) move with it now; returns whether
+    the messages sent on the old routes have left (before that, the queue left behind is not renewed)."""
+    loop.fence.catch_up()
+    mark = mailbox.mark()
+    return partial(mailbox.handled, mark)
 
 
 def _grace(cfg, runner: Runner) -> float:

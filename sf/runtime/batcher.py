@@ -1,7 +1,9 @@
 """Turns finished trajectories into training batches and gives their slots back to the rollout workers.
 
 Trajectories older than `--max_policy_lag` versions are dropped (and counted) here, before they cost a
-copy. The batch is copied out of the shared buffers, so slots are free again before training starts.
+copy. The frames a batch reports (the learner's `env_steps`) are those of its trajectories and of the ones dropped for
+their lag, counted when they leave: trajectories a restart drops while they wait here are not counted. The batch is
+copied out of the shared buffers, so slots are free again before training starts.
 """
 
 from __future__ import annotations
@@ -49,18 +51,19 @@ class Batcher(Component):
             self.epochs.count_dropped(len(msg.slots))  # a dead incarnation's: its replacement took the slots over
             return
         slots = msg.slots
-        self.new_frames += len(slots) * self.frames_per_traj
         if self.cfg.async_rl:
             oldest = self.buffers.tensors["policy_version"][slots].amin(dim=1)
             stale = (self.learner_version - oldest) > self.cfg.max_policy_lag
             if bool(stale.any()):
                 stale_slots = [s for s, old in zip(slots, stale.tolist()) if old]
                 self.dropped += len(stale_slots)
+                self.new_frames += len(stale_slots) * self.frames_per_traj  # collected, as Sample Factory counts them
                 self._release(stale_slots)
                 slots = [s for s, old in zip(slots, stale.tolist()) if not old]
         self.pending += slots
         while len(self.pending) >= self.per_batch:
             chosen, self.pending = self.pending[: self.per_batch], self.pending[self.per_batch :]
+            self.new_frames += len(chosen) * self.frames_per_traj  # counted once batched: a restart may drop pending
             with self.timing.add_time("batching"):
                 batch = self.buffers.gather(torch.tensor(chosen, dtype=torch.int64))
             with self.timing.add_time("releasing_batches"):

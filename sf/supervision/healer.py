@@ -4,17 +4,20 @@ in place, and the run goes on.
 The main process learns of the death from the supervisor (an exit, a missing heartbeat) and, for the kinds that can
 heal, asks `Healer.take` instead of ending the run. A restart:
 
-1. ends what the dead process left (its env engines, which this process adopted, and the /dev/shm names of the run
-   nobody holds any more);
+1. ends what the dead process left (the processes it started, noted while it ran: its env engines, which this process
+   adopted; no other process of the run), and the /dev/shm names of the run nobody holds any more;
 2. moves the dead process's inbox, or its policy's, to a fresh queue of the spare pool (a spare no process uses any
    more is renewed and goes back to the pool: `sf.supervision.queue_locks.renew`) and starts a new generation
-   of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers;
+   of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers,
+   and points its routes at the new queue; the runner's routes (training info, PBT's reward shaping) move at once
+   (`follow`), so nothing keeps writing into the queue left behind;
 3. once every process that could hold that work has acknowledged, starts the replacement from the fork server, with
    the same name and heartbeat slot.
 
 It is one line in the log (with the cause the component reported, when it did), a counter in summary.json and
-TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first
-(`sf.supervision.queue_locks`). The restart is refused, and the run ends as it would without it, when
+TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first, on proof that
+its holder is dead (`sf.supervision.queue_locks`): a lock a live thread may hold is never touched. The restart is
+refused, and the run ends as it would without it, when
 `--restart_failed_components=False`, for a learner or the fork server, past `--max_component_restarts` restarts of
 one component within an hour, or when no spare queue is free.
 """
@@ -27,9 +30,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sf.supervision import process_start
 from sf.supervision.incarnations import ORIGINAL, Incarnations
-from sf.supervision.orphans import end_orphans, unlink_unused
+from sf.supervision.orphans import end_processes, unlink_unused
 from sf.supervision.queue_locks import dead_holders, idle, renew, repair
 from sf.supervision.shm_names import named_after
 from sf.supervision.supervisor import Failure, Supervisor
@@ -84,6 +86,10 @@ class RestartBudget:
         self.times.setdefault(label, deque()).append(now)
 
 
+def _nothing_on_the_way() -> bool:
+    return True
+
+
 class Healer:
     def __init__(
         self,
@@ -104,7 +110,10 @@ class Healer:
         self.queues = queues
         self.spares = spares
         self.free = list(range(len(spares)))  # spares no process uses
-        self.retired: list[tuple[int, int]] = []  # (spare, generation after which no process routes to it)
+        # (spare, generation after which no other process routes to it, whether this process's messages to it left)
+        self.retired: list[tuple[int, int, Callable[[], bool]]] = []
+        # points this process's routes at the queues now in use; returns whether what it sent before has left
+        self.follow: Callable[[], Callable[[], bool]] | None = None
         self.processes = processes
         self.start = start
         self.budget = RestartBudget(cfg.max_component_restarts)
@@ -178,8 +187,11 @@ class Healer:
         return None
 
     def _retire(self, spare: int, gen: int) -> None:
+        """After a move: this process's own routes follow it; the queue moved away from goes back to the pool once
+        nobody can write to it any more."""
+        sent = self.follow() if self.follow is not None else _nothing_on_the_way
         if spare != ORIGINAL:  # the queues the run started with are not renewed: the others hold them by name
-            self.retired.append((spare, gen))
+            self.retired.append((spare, gen, sent))
 
     def _refused(self, label: str, now: float) -> str | None:
         if self.supervisor.server_failed:
@@ -189,28 +201,33 @@ class Healer:
         if not self.free:
             return f"none of the {len(self.spares)} spare queues is free"
         every = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares)}}  # each process holds all
-        locked = dead_holders(every)
+        locked = dead_holders(every, self.supervisor.ended_threads)
         if isinstance(locked, str):
             return locked
-        for name in locked:  # it died inside a put or a get: finish that for it, so that no one waits forever
+        for name, tid in locked.items():  # it died inside a put or a get: finish that for it, so that no one waits
             cut = repair(every[name])
             log.warning(
-                "took back the lock of the queue %s from %s%s",
+                "took back the lock of the queue %s from thread %d of %s, dead%s",
                 name,
-                label,
+                tid,
+                self._owner_of(tid, label),
                 f" ({cut} bytes of a message it was writing cut off)" if cut else "",
             )
         return None
+
+    def _owner_of(self, tid: int, label: str) -> str:
+        child = self.supervisor.children.get(label)
+        return label if child is not None and tid in child.threads else "a component that ended earlier"
 
     def _slots(self, kinds: tuple[str, ...]) -> list[int]:
         return [p.slot for name, p in self.processes.items() if p.kind in kinds and self.supervisor.running(name)]
 
     def _clear_remains(self, label: str) -> None:
-        """End the dead process's env engines (this process adopted them) and remove the run's /dev/shm names that
-        nobody holds now (theirs)."""
+        """End the processes the dead one started (its env engines: this process adopted them), and no other (an
+        observer's helper, a profiler's wrapper), and remove the run's /dev/shm names that nobody holds now."""
         supervisor = self.supervisor
         child = supervisor.children[label]
-        end_orphans(supervisor.keep | process_start.server_pids(), supervisor.started)
+        end_processes(supervisor.own_processes(label), supervisor.started)
         unlink_unused(supervisor.ledger.names(supervisor.started) | named_after({child.pid: child.started}))
 
     # under way ------------------------------------------------------------------------------------------------
@@ -244,10 +261,11 @@ class Healer:
     def _renew_retired(self) -> None:
         """A retired spare every live process has moved away from, and that nobody is inside: as good as new."""
         live = self._slots(("learner", "inference", "rollout"))
-        for spare, gen in list(self.retired):
-            if self.inc.acknowledged(live, gen) and idle(self.spares[spare]):
+        for retired in list(self.retired):
+            spare, gen, sent = retired
+            if self.inc.acknowledged(live, gen) and sent() and idle(self.spares[spare]):
                 renew(self.spares[spare])
-                self.retired.remove((spare, gen))
+                self.retired.remove(retired)
                 self.free.append(spare)
 
     def _slot_running(self, slot: int) -> bool:

@@ -107,7 +107,26 @@ def end_orphans(keep: set[int], since: float) -> list[int]:
     """SIGKILL and reap every child of this process not in `keep` (the engines of a worker that died: this process
     adopted them), and unlink the /dev/shm files they held that were made since `since` (the run's start: theirs)
     and that no live process uses any more (a VizDoom engine's files are unlinked by the worker that died)."""
-    ended = sorted(child_pids() - keep)
+    return end_processes(sorted(child_pids() - keep), since)
+
+
+def task_children(pid: int, every_thread: bool = True) -> set[int]:
+    """The children of every thread of `pid` (/proc/<pid>/task/<tid>/children), or of its main thread alone: much
+    cheaper than a walk over /proc."""
+    found: set[int] = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task") if every_thread else [pid]:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.update(int(child) for child in f.read().split())
+    except OSError:  # it ended meanwhile, or the kernel has no children files
+        pass
+    return found
+
+
+def end_processes(pids: list[int], since: float) -> list[int]:
+    """SIGKILL these processes (reaping those that are this process's children) and unlink the /dev/shm files they
+    held that were made since `since` and that no live process uses any more."""
+    ended = list(pids)
     if not ended:
         return []
     names = [describe(pid) for pid in ended]

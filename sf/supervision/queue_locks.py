@@ -1,19 +1,41 @@
-"""A run's queue that a dead process left locked, and how a restart takes it back.
+"""A run's queue that a dead process left locked, and how a restart takes it back, only on proof that the holder is
+dead.
 
 faster-fifo guards each queue with a process-shared pthread mutex that is not robust: a process killed inside a put
 or a get leaves it locked, and every later put or get waits forever (`sf.runner.mailbox`). A run that restarts a
 dead component (one in 20-30 kills of a busy rollout worker lands inside a put) must take such a lock back first.
-glibc records in the mutex the thread that holds it (`__lock` and `__owner`, the first and third 32-bit words of
-`pthread_mutex_t` on Linux), and faster-fifo keeps the mutex at a fixed place of the queue's shared header, after
-the ring's counters (`head`, `tail`, `size`, `num_elem`); `holder` reads both.
+faster-fifo keeps the mutex at a fixed place of the queue's shared header, after the ring's counters (`head`,
+`tail`, `size`, `num_elem`); glibc keeps in it a lock word (`__lock`, first 32-bit word) and the thread id of the
+holder (`__owner`, third word).
+
+Proof that the holder is dead (`dead_holder`). glibc writes `__owner` only while holding the lock: it sets it after
+the lock word is taken and clears it before the lock word is released (a condition wait releases and retakes the
+same way). The lock word alone therefore says nothing about who holds the lock (a live thread holds it with owner 0
+in those two gaps, and a scan on a busy queue hits them thousands of times an hour), while an owner word that reads
+T says that the thread with id T held the lock at the moment of that read. A lock is taken back when all of this
+holds, checked in this order:
+
+1. the owner word names T, a thread id of a component process that has ended (`Supervisor.ended_threads`, read
+   from /proc/<pid>/task while it ran): owner 0 (a gap) or the id of any other thread is never a proof;
+2. no live thread has id T now (/proc/T is absent or a zombie), and then the lock word is still set and the owner
+   word still reads T: the thread with id T that holds the lock at this second read is not alive, so it cannot
+   release it, nor can anyone else enter, and the critical section is ours to finish;
+3. no thread id was given out between the first and the last read that could be T (the kernel's pid cursor,
+   /proc/sys/kernel/ns_last_pid, did not pass T; ids are given out cyclically, so T comes back only after every
+   other id of the pid space, which takes far longer than the few microseconds `WINDOW_S` allows the reads): a
+   thread with a reused id T could otherwise have been born, taken the lock and written T between the checks.
+
+Robust mutexes (PTHREAD_MUTEX_ROBUST, the kernel marks a dead holder's lock and the next locker gets EOWNERDEAD) are
+not used: faster-fifo ignores what pthread_mutex_lock returns, so a put or get would carry on over a half-written
+ring, unlock without pthread_mutex_consistent, and leave the mutex unrecoverable, every later lock failing at once
+while the caller goes on unprotected. Where the header does not look as expected (another faster-fifo, a libc that
+lays the mutex out otherwise, no readable pid cursor) nothing is touched, and the restart is refused instead.
 
 What the dead thread was doing under the lock is known from faster-fifo's code: a get pops message by message,
 moving `head` only after each copy, so the ring is whole whatever the moment; a put appends a message's 8-byte
 length, then its bytes, advancing `tail` and `size` after each, so the ring may end in a length whose bytes never
 came. `repair` finishes the critical section in the dead thread's place: it walks the ring from `head`, cuts that
-last partial message off, recounts the messages, releases the mutex and wakes whoever waits for it. Where the header
-does not look as expected (another faster-fifo, a libc that lays the mutex out otherwise) nothing is touched, and
-the restart is refused instead (`dead_holders` names the queue).
+last partial message off, recounts the messages, releases the mutex and wakes whoever waits for it.
 
 A process killed while it waited on a queue leaves its condition variables unusable for the next waiter (glibc keeps
 a reference for each sleeper, which nobody drops); a restart therefore gives the replacement a fresh queue. Once no
@@ -25,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import time
 
 import numpy as np
 
@@ -35,6 +58,8 @@ _PSHARED_KIND = 128  # PTHREAD_MUTEX_PSHARED_BIT in `__kind`, the fifth word of 
 _LOCK, _OWNER, _USERS = MUTEX_OFFSET // 4, MUTEX_OFFSET // 4 + 2, MUTEX_OFFSET // 4 + 3  # 32-bit words
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAKE = 1
+WINDOW_S = 0.002  # the longest the reads of one proof may take (ids come back only after ~30,000 others)
+PROOF_TRIES = 5
 
 
 def _words(queue) -> np.ndarray:
@@ -52,30 +77,77 @@ def layout_known(queue) -> bool:
 
 
 def holder(queue) -> int | None:
-    """The thread id that holds the queue's lock, or None when it is free."""
+    """The owner word of a held lock (0 in the gaps where a live thread holds it unnamed), or None when it is free:
+    what a test reads; no proof of anything (`dead_holder`)."""
     words = _words(queue)
     if words[MUTEX_OFFSET // 4] == 0:
         return None
     return int(words[(MUTEX_OFFSET + 8) // 4])
 
 
-def dead_holders(queues: dict[str, object]) -> list[str] | str:
-    """The names of the queues whose lock a thread that no longer exists holds; a string (why) when one cannot be
-    read."""
-    found = []
+def dead_holders(queues: dict[str, object], ended_threads: set[int]) -> dict[str, int] | str:
+    """The queues whose lock a thread of an ended component process holds, proven dead (module docstring), with that
+    thread's id; a string (why) when a lock cannot be read. A read the scheduler interrupted is tried again."""
+    if _last_pid() is None:
+        return "the kernel's pid cursor (/proc/sys/kernel/ns_last_pid) cannot be read"
+    found = {}
     for name, queue in queues.items():
         if not layout_known(queue):
             return f"the lock of the queue {name} cannot be read"
-        tid = holder(queue)
-        if tid is not None and not _alive(tid):
-            found.append(name)
+        for _ in range(PROOF_TRIES):
+            proof = dead_holder(queue, ended_threads)
+            if proof is not _RETRY:
+                break
+        if isinstance(proof, int):
+            found[name] = proof
     return found
+
+
+_RETRY = object()
+
+
+def dead_holder(queue, ended_threads: set[int]):
+    """The id of the thread that holds the queue's lock when that thread is proven dead and was one of
+    `ended_threads`; None when not (free, held by a live thread, in a gap, or by a thread not known to have ended);
+    `_RETRY` when the reads took longer than `WINDOW_S` (the scheduler interrupted them)."""
+    words = _words(queue)
+    start, cursor = time.monotonic(), _last_pid()
+    tid = int(words[_OWNER])
+    if words[_LOCK] == 0 or tid <= 0 or tid not in ended_threads or _alive(tid):
+        return None
+    if words[_LOCK] == 0 or int(words[_OWNER]) != tid:
+        return None
+    if time.monotonic() - start > WINDOW_S:
+        return _RETRY
+    if _given_out(tid, cursor, _last_pid()):
+        return None
+    return tid
+
+
+def _last_pid() -> int | None:
+    """The last thread id the kernel gave out in this pid namespace."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _given_out(tid: int, before: int | None, after: int | None) -> bool:
+    """Whether `tid` may have been given out while the pid cursor moved from `before` to `after` (ids are given out
+    cyclically: the interval may wrap)."""
+    if before is None or after is None:
+        return True
+    if after >= before:
+        return before < tid <= after
+    return tid > before or tid <= after
 
 
 def _alive(tid: int) -> bool:
     """The thread exists and is not a zombie (a killed process stays one until its parent reaps it)."""
     try:
-        text = open(f"/proc/{tid}/stat").read()
+        with open(f"/proc/{tid}/stat") as f:
+            text = f.read()
     except OSError:
         return False
     return text[text.rindex(")") + 2] not in "ZX"

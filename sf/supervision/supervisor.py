@@ -42,6 +42,7 @@ from sf.supervision.orphans import (
     end_orphans,
     running,
     start_time,
+    task_children,
     unlink_unused,
 )
 from sf.supervision.shared_flags import RunControl
@@ -50,6 +51,7 @@ from sf.supervision.shm_names import BASE_KINDS, named_after, new_ledger, remove
 log = logging.getLogger("sf")
 
 HEARTBEAT_S = 0.5  # how often a component's loop bumps its counter
+OFFSPRING_S = 1.0  # how often the processes each component started (and theirs) are noted
 START_LIMIT_S = (
     60.0  # how long a starting component is not asked for loop beats (`sf.supervision.shared_flags.Heartbeat`)
 )
@@ -79,6 +81,8 @@ class Child:
     started: int | None = None  # start time of `pid` (clock ticks since boot)
     failed: bool = False  # its end was reported as a failure
     last_beat: float = field(default_factory=time.monotonic)
+    threads: set[int] = field(default_factory=set)  # the thread ids seen in it while it ran
+    offspring: dict[int, int | None] = field(default_factory=dict)  # pid -> start time of each process it started
 
 
 class Supervisor:
@@ -98,6 +102,8 @@ class Supervisor:
         self._beats = self.control.beats()
         self._last_poll: float | None = None
         self._following = False
+        self.ended_threads: set[int] = set()  # thread ids of the component processes that ended (`queue_locks`)
+        self._offspring_due = 0.0
 
     # start ----------------------------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -153,6 +159,10 @@ class Supervisor:
             for child in self.children.values():
                 child.last_beat = now
         self._last_poll = now
+        self._note_threads()
+        if now >= self._offspring_due:
+            self._offspring_due = now + OFFSPRING_S
+            self._note_offspring()
         failures = []
         if self._server_gone() and not self.server_failed:
             self.server_failed = True
@@ -162,10 +172,45 @@ class Supervisor:
                 continue
             code = self._exitcode(child)
             if code is not None:
-                child.failed = True
+                self._ended(child)
                 failures.append(Failure(child.label, f"exited with code {code}{_signal_name(code)}"))
         failures += self._check_heartbeats(now)
         return failures
+
+    def _note_threads(self) -> None:
+        """The thread ids of every running component process, so that a lock one of them dies holding can be told
+        from a lock a live thread holds (`sf.supervision.queue_locks`)."""
+        for child in self.children.values():
+            if child.pid is not None and not child.failed:
+                child.threads.add(child.pid)
+                try:
+                    child.threads.update(int(tid) for tid in os.listdir(f"/proc/{child.pid}/task"))
+                except OSError:  # it ended meanwhile: its threads are those seen so far
+                    pass
+
+    def _note_offspring(self) -> None:
+        """The processes each running component started, and the ones they started (env engines and their helpers):
+        a restart ends these alone (`own_processes`), never another process of the run that merely appeared."""
+        for child in self.children.values():
+            if child.pid is None or child.failed:
+                continue
+            child.offspring = {pid: t for pid, t in child.offspring.items() if running(pid, t)}
+            todo = [child.pid, *child.offspring]
+            while todo:
+                parent = todo.pop()  # a component may start processes from any thread, an engine from its main one
+                for pid in task_children(parent, every_thread=parent == child.pid):
+                    if pid not in child.offspring:
+                        child.offspring[pid] = start_time(pid)
+                        todo.append(pid)
+
+    def own_processes(self, label: str) -> list[int]:
+        """The processes component `label` started (and theirs) that still run: what its death leaves behind, noted
+        while it ran (one it started in its last `OFFSPRING_S` is ended with the run)."""
+        return sorted(pid for pid, started in self.children[label].offspring.items() if running(pid, started))
+
+    def _ended(self, child: Child) -> None:
+        child.failed = True
+        self.ended_threads |= child.threads
 
     def _check_heartbeats(self, now: float) -> list[Failure]:
         beats = self.control.beats()
@@ -176,8 +221,8 @@ class Supervisor:
             if beats[child.slot] != self._beats[child.slot]:
                 child.last_beat = now
             elif now - child.last_beat > self.heartbeat_timeout_s:
-                child.failed = True
-                self._kill(child)  # stopped or hung, it would only be killed at the end of the grace period
+                self._kill(child)
+                self._ended(child)  # stopped or hung, it would only be killed at the end of the grace period
                 missed.append(
                     Failure(
                         child.label,
