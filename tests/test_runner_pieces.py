@@ -47,13 +47,14 @@ def test_frame_rates_over_windows_and_the_steady_rate_from_the_first_trained_bat
 def test_episode_statistics_and_the_progress_line():
     progress = Progress(num_policies=1, stats_avg=2, start_time=0.0)
     assert math.isnan(progress.avg_reward(0)) and progress.avg_episode_length(0) is None
+    assert progress.reward_text() == "[]"  # as Sample Factory: only the policies with a finished episode
     progress.on_episodes(0, [(1.0, 10, None, None), (2.0, 20, None, None), (4.0, 40, None, None)])  # the last 2
     assert progress.avg_reward(0) == 3.0 and progress.avg_episode_length(0) == 30.0
     assert progress.num_episodes == {0: 3}
     progress.on_learner_stats(0, 2048, 2, {"policy_lag": 0.123, "policy_lag_max": 1.0}, now=1.0)
     line = progress.progress_line([1.0, 2.0, float("nan")])
     assert line == (
-        "Fps is (10 sec: 1.0, 60 sec: 2.0, 300 sec: nan). Total num frames: 2048. Avg episode reward: {0: 3.0}. "
+        "Fps is (10 sec: 1.0, 60 sec: 2.0, 300 sec: nan). Total num frames: 2048. Avg episode reward: [(0, '3.000')]. "
         "Policy lag: [0.12]"
     )
     assert progress.summary(now=1.0)["avg_episode_reward"] == {0: 3.0}

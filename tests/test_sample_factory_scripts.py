@@ -63,10 +63,12 @@ def test_its_enjoy_script_plays_the_checkpoint(custom_model_run, monkeypatch, sf
     monkeypatch.syspath_prepend(str(scripts))
     argv = ["--env=collect", f"--train_dir={exp.parent}", "--experiment=collect", "--max_num_episodes=2"]
     monkeypatch.setattr(sys, "argv", ["enjoy_collect", *argv])
-    assert importlib.import_module("enjoy_collect").main() == 0
+    status, avg_reward = importlib.import_module("enjoy_collect").main()  # Sample Factory's (status, avg_reward)
+    assert status == 0
     newest = max((exp / "checkpoint_p0").glob("checkpoint_*.pth")).stem.split("_")  # checkpoint_<version>_<frames>
     assert f"loaded policy version {int(newest[1])} ({int(newest[2])} env frames)" in sf_log
-    assert len([line for line in sf_log if line.startswith("episode ")]) == 2
+    returns = [float(line.split()[-1]) for line in sf_log if line.startswith("episode ")]
+    assert len(returns) == 2 and avg_reward == pytest.approx(sum(returns) / 2, abs=1e-3)
 
 
 def test_the_report_and_the_live_view_read_a_custom_model_run(custom_model_run, capsys):

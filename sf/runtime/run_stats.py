@@ -153,13 +153,17 @@ class Progress:
         """The runner's line every few seconds (docs/getting-started.md, "The progress line"): Sample Factory's
         parts, then the share of the run done and the time left."""
         lag = [round(self.last_stats[p].get("policy_lag", float("nan")), 2) for p in self.env_steps]
-        rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
         line = (
             f"Fps is (10 sec: {fps[0]:.1f}, 60 sec: {fps[1]:.1f}, 300 sec: {fps[2]:.1f}). Total num frames: "
-            f"{self.total_frames()}. Avg episode reward: {rewards}. {self._custom_stats_text()}Policy lag: {lag}"
+            f"{self.total_frames()}. Avg episode reward: {self.reward_text()}. {self._custom_stats_text()}"
+            f"Policy lag: {lag}"
         )
         done = self.done(fps[1] if fps[1] == fps[1] and fps[1] > 0 else fps[0], now)
         return f"{line}. {done}" if done else line
+
+    def reward_text(self) -> str:
+        """Sample Factory's form, which users grep: `[(0, '1.000')]`, the policies with a finished episode."""
+        return repr([(p, f"{self.avg_reward(p):.3f}") for p in self.env_steps if self.has_episodes(p)])
 
     def done(self, fps: float, now: float | None) -> str:
         """`Done: 81 % of 200,000 frames, about 2 s left`: the policy furthest behind against --train_for_env_steps,
