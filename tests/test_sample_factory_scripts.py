@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import LAYOUT, ROOT
 from sample_factory_imports import SCRIPTS, import_table, rewrite, run_script, write_rewritten_scripts
 
 from sf.analysis.cli import run_report
@@ -140,3 +140,23 @@ def test_a_multi_agent_script_with_an_observer_and_extra_stats_runs_under_sf(tmp
     assert 0.0 <= summary["avg_true_objective"]["0"] <= 10.0
     frames = summary["env_frames"]["0"]
     assert summary["num_episodes"] >= frames // 10 - 16  # each agent's episodes of 10 steps, a few unfinished
+
+
+def test_a_script_on_a_gymnasium_id_trains_in_every_process_without_registering_it(tmp_path):
+    """tests/sample_factory_scripts/train_gym_id.py: `parse_sf_args`, `parse_full_cfg`, `run_rl` and
+    `--env=CartPole-v1`, nothing registered; the rollout workers' own processes make the env too."""
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = [*LAYOUT, "--env=CartPole-v1", "--train_for_env_steps=4096", f"--train_dir={tmp_path}", "--experiment=g"]
+    result = run_script(scripts / "train_gym_id.py", flags, tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    summary = json.loads((tmp_path / "g" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4096 and summary["num_episodes"] > 0
+
+
+def test_a_script_on_a_name_nothing_registered_says_what_to_add(tmp_path):
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = ["--env=my_corridor", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=c"]
+    result = run_script(scripts / "train_gym_id.py", flags, tmp_path)
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert errors[0].startswith("sf: error: ") and "register_env('my_corridor', make_env)" in errors[0]
