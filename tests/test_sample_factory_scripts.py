@@ -96,6 +96,17 @@ def test_a_parallel_run_builds_the_encoder_a_script_registered_in_every_process(
     assert (result.stdout + result.stderr).count("steps aside") == 1
 
 
+@pytest.mark.skipif("SAMPLE_FACTORY_PYTHON" not in os.environ, reason="SAMPLE_FACTORY_PYTHON names no Sample Factory")
+def test_every_type_name_of_sample_factory_has_its_row():
+    """`sample_factory.utils.typing` is imported by name in Sample Factory's examples (`Env` by every batched env)."""
+    listing = "import sample_factory.utils.typing as t; print(' '.join(n for n in vars(t) if n[0].isupper()))"
+    python = os.environ["SAMPLE_FACTORY_PYTHON"]
+    check = subprocess.run([python, "-c", listing], capture_output=True, text=True, timeout=120)
+    names = set(check.stdout.split()) - {"Any", "Callable", "Dict", "Optional", "Tuple", "Union", "AttrDict"}
+    rows = {name for module, name in import_table() if module == "sample_factory.utils.typing"}
+    assert check.returncode == 0 and names and names <= rows, (check.stderr, names - rows)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif("SAMPLE_FACTORY_PYTHON" not in os.environ, reason="SAMPLE_FACTORY_PYTHON names no Sample Factory")
 def test_the_original_script_runs_under_sample_factory(tmp_path):
