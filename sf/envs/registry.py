@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import gymnasium
+from gymnasium import error
 
 from sf.envs.vector import VectorConfig, VectorEnv
 
@@ -36,6 +37,7 @@ class EnvNotFoundError(ValueError):
 
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_UNKNOWN_ID_ERRORS = (error.NameNotFound, error.VersionNotFound, error.NamespaceNotFound, error.DeprecatedEnv)
 _VECTOR_REGISTRY: dict[str, VectorEnvFactory] = {}
 _SHM_NAMES: dict[str, tuple[str, ...]] = {}
 
@@ -107,14 +109,20 @@ def create_vector_env(name: str, cfg: Any, config: VectorConfig) -> VectorEnv:
     return create()
 
 
+def make_gym_env(
+    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
+) -> gymnasium.Env:
+    """The gym family's factory (`sf.envs.gym_family`): `gymnasium.make(id)`."""
+    try:
+        return gymnasium.make(full_env_name, render_mode=render_mode)
+    except _UNKNOWN_ID_ERRORS as e:  # gymnasium's message carries its own "Did you mean" suggestion
+        raise EnvNotFoundError(f"gymnasium does not know env id {full_env_name!r}: {e}") from e
+
+
 def _gymnasium_factory(name: str) -> EnvFactory | None:
     """A gymnasium id nothing registered is made by gymnasium, as the gym family makes it: a script written for
     Sample Factory (`parse_full_cfg` then `run_rl`, `--env=CartPole-v1`) starts without a `register_env` call."""
-    if name not in gymnasium.registry:
-        return None
-    from sf.envs.gym_family import make_gym_env  # the gym family registers itself here: imported when used
-
-    return make_gym_env
+    return make_gym_env if name in gymnasium.registry else None
 
 
 def _not_found_message(name: str) -> str:
