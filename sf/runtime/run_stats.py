@@ -15,6 +15,7 @@ BUILT_IN_STATS = ("reward", "len", "true_objective")  # every episode reports th
 PROGRESS_LINE_EXTRA_KEYS = 3  # extra stats on the progress line while there are at most this many keys
 NO_EXTRA: dict = {}
 FPS_WINDOWS_S = (10, 60, 300)
+NO_TIME_LIMIT_S = 365 * 24 * 3600.0  # a --train_for_seconds this long is none (its default is 1e10 s)
 FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
     "fps": "frames of this session / wall time, start-up included (the Collected line)",
     "fps_steady": "frames / seconds from the first trained batch to the end",
@@ -59,6 +60,7 @@ class Progress:
         self.last_stats: dict[int, dict] = {p: {} for p in policies}
         self.max_lag = {p: 0.0 for p in policies}
         self.learners_ready: set[int] = set()
+        self.trained: set[int] = set()  # policies whose learner finished a training iteration in this session
         self.fps_window: deque[tuple[float, int]] = deque([(start_time, 0)])
         self.steady_start: tuple[float, int] | None = None  # (time, total frames) at the first trained batch
 
@@ -66,6 +68,7 @@ class Progress:
         self.env_steps[policy_id] = env_steps
         self.versions[policy_id] = version
         if stats:
+            self.trained.add(policy_id)
             self.last_stats[policy_id] = stats
             self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
             if self.steady_start is None:
@@ -99,6 +102,10 @@ class Progress:
                 else:
                     values.append(value)
         self.num_episodes[policy_id] += len(episodes)
+
+    def untrained(self) -> list[int]:
+        """The policies whose learner has not finished a training iteration in this session (or not started)."""
+        return [p for p in self.env_steps if p not in self.trained]
 
     def has_episodes(self, policy_id: int) -> bool:
         return bool(self.policy_avg_stats["reward"][policy_id])
@@ -179,7 +186,7 @@ class Progress:
         if fps == fps and fps > 0:
             left = max(0, self.target_frames - furthest_behind) * len(self.env_steps) / fps
         limit = ""
-        if now is not None and self.time_limit_s is not None:
+        if now is not None and self.time_limit_s is not None and self.time_limit_s < NO_TIME_LIMIT_S:
             to_limit = max(0.0, self.time_limit_s - (now - self.start_time))
             if left is None or to_limit < left:
                 left, limit = to_limit, " (--train_for_seconds)"

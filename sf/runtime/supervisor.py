@@ -206,12 +206,20 @@ class Supervisor:
         return not any(self.running(label) for label in self.children)
 
     # stop -----------------------------------------------------------------------------------------------------
-    def stop(self, reported: set[str], grace: float, crashed: bool, exit_wait_s: float) -> None:
+    def stop(
+        self,
+        reported: set[str],
+        grace: float,
+        crashed: bool,
+        exit_wait_s: float,
+        untrained: frozenset[str] = frozenset(),
+    ) -> None:
         """The end of a run whose stop flag is set and whose final profiles were collected (those of `reported`):
-        kill what did not report, give the rest `exit_wait_s` to exit, end what the run left behind."""
+        kill what did not report, give the rest `exit_wait_s` to exit, end what the run left behind. `untrained`:
+        the learners that had not finished a training iteration (killing one loses nothing trained)."""
         for label, child in self.children.items():
             if label not in reported and self.running(label):
-                log.warning("%s", _kill_warning(label, grace, crashed))
+                log.warning("%s", _kill_warning(label, grace, crashed, label in untrained))
                 self._kill(child)
         deadline = time.monotonic() + exit_wait_s
         while time.monotonic() < deadline and not self.all_ended():
@@ -283,12 +291,14 @@ def _signal_name(code: int | str) -> str:
     return ""
 
 
-def _kill_warning(label: str, grace: float, crashed: bool) -> str:
-    lost = (
-        " (most likely in the middle of a training iteration; no final checkpoint)"
-        if label.startswith("Learner")
-        else ""
-    )
+def _kill_warning(label: str, grace: float, crashed: bool, untrained: bool = False) -> str:
+    lost = ""
+    if label.startswith("Learner"):
+        lost = (
+            " (it had not finished a training iteration yet: nothing trained is lost)"
+            if untrained
+            else " (most likely in the middle of a training iteration; no final checkpoint)"
+        )
     if crashed:
         return f"{label} did not stop within {grace:.0f} s after the failure{lost}: killing it"
     return (
