@@ -292,13 +292,16 @@ def _signal_name(code: int | str) -> str:
 
 
 def _kill_warning(label: str, grace: float, crashed: bool, untrained: bool = False) -> str:
-    lost = ""
-    if label.startswith("Learner"):
-        lost = (
-            " (it had not finished a training iteration yet: nothing trained is lost)"
-            if untrained
-            else " (most likely in the middle of a training iteration; no final checkpoint)"
+    if label.startswith("Learner") and untrained:  # still starting: more time to stop would save nothing
+        return (
+            f"{label} did not stop within {grace:.0f} s, before it finished a training iteration (nothing trained "
+            "is lost): killing it"
         )
+    lost = (
+        " (most likely in the middle of a training iteration; no final checkpoint)"
+        if label.startswith("Learner")
+        else ""
+    )
     if crashed:
         return f"{label} did not stop within {grace:.0f} s after the failure{lost}: killing it"
     return (
