@@ -71,6 +71,11 @@ def test_a_learner_that_limits_the_rate_gets_fewer_epochs_and_larger_batches_pri
     assert (moves["--num_epochs"].to, moves["--num_epochs"].fps_gain) == ("2", pytest.approx(0.8))
     assert "change the algorithm" in moves["--num_epochs"].why
     assert (moves["--batch_size"].to, moves["--batch_size"].fps_gain) == ("2048", pytest.approx(0.125))
+    # the progress line offers the move with what it changes, not as a free speed-up
+    assert moves["--num_epochs"].progress_text() == (
+        "--num_epochs=2 +80% FPS (changes the algorithm: fewer passes over each batch)"
+    )
+    assert moves["--batch_size"].progress_text().endswith("(changes the algorithm: larger batches)")
 
 
 def test_a_serial_run_on_idle_cores_is_advised_to_run_parallel():
