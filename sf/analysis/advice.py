@@ -195,8 +195,8 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     # and on the cores other programs left: on a shared machine a core this run did not use was often not idle
     others = others_cores(experiment)
     machine_cores = cores
-    if cores and others:
-        cores = round(max(cores - others, wanted or 0.0), 1)
+    if cores and others:  # never more than the machine has: processes that wait for a core want more than there is
+        cores = round(min(machine_cores, max(cores - others, wanted or 0.0)), 1)
     now, _ = bound(loads, cores, {})
     moves: list[Move] = []
     busiest = max(loads, key=lambda g: g.demand)
