@@ -552,9 +552,9 @@ def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
   <div class="card">
     <p class="verdict">{esc(headline)}</p>
     <p>{len(marked)} of {len(comparison.rows)} keys changed</p>
-    <p class="why">beyond run-to-run noise (marked *: the change exceeds twice the noise and 15 %, and the key takes
-    at least 2 % of its component's time). Waits are listed, never marked: a wait per frame moves whenever anything
-    else does.</p>
+    <p class="why">beyond run-to-run noise (marked *: the change exceeds twice the noise and 15 %, the key takes
+    at least 2 % of its component's time, and its share of that time moved by at least 5 %). Waits are listed, never
+    marked: a wait per frame moves whenever anything else does.</p>
     <p>Verdicts: this run <b>{esc(advise(run).headline())}</b> · baseline <b>{esc(advise(baseline).headline())}</b></p>
   </div>
   <div class="card">
