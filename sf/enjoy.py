@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +77,10 @@ def enjoy(cli_cfg) -> tuple[int, float]:
 
 def _make_env(cfg) -> EnvAdapter:
     render_mode = "rgb_array" if cfg.save_video else None
+    if cfg.save_video:
+        # frames are drawn off screen: SDL (pygame's classic-control renderer) needs no display, and without this
+        # looks for one and prints `error: XDG_RUNTIME_DIR is invalid or not set` on a headless machine
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         return EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
     except (EnvNotFoundError, UnsupportedSpaceError) as exc:
