@@ -99,25 +99,23 @@ def test_the_progress_line_says_the_share_done_and_the_time_left():
     assert duration(59) == "59 s" and duration(600) == "10 min" and duration(5 * 3600) == "5.0 h"
 
 
-def test_no_time_left_from_the_default_time_limit_and_which_learners_have_trained():
+def test_no_time_left_from_the_default_time_limit_and_which_learners_are_starting():
     """Interrupted during start-up: no rate yet, and --train_for_seconds at its default (1e10 s) is no estimate."""
     progress = Progress(num_policies=2, stats_avg=100, start_time=0.0, target_frames=200_000, time_limit_s=1e10)
     assert progress.done(0.0, now=3.0) == "Done: 0 % of 200,000 frames"
-    assert progress.untrained() == [0, 1]
-    progress.on_learner_stats(0, 0, 0, {}, now=1.0)  # started, nothing trained
-    progress.on_learner_stats(1, 1024, 1, {"policy_lag": 0.0, "policy_lag_max": 0.0}, now=2.0)
-    assert progress.untrained() == [0]
+    assert progress.starting() == [0, 1]
+    progress.on_learner_stats(1, 0, 0, {}, now=1.0)  # learner 1 built its model and waits for a batch
+    assert progress.starting() == [0]
 
 
-def test_a_learner_killed_before_it_trained_is_not_said_to_lose_an_iteration():
+def test_a_learner_killed_as_it_started_is_not_said_to_lose_an_iteration():
     from sf.runtime.supervisor import _kill_warning
 
-    assert _kill_warning("Learner 0", 5.0, False, untrained=True) == (
-        "Learner 0 did not stop within 5 s, before it finished a training iteration (nothing trained is lost): "
-        "killing it"
+    assert _kill_warning("Learner 0", 5.0, False, starting=True) == (
+        "Learner 0 did not stop within 5 s, still starting (it had trained nothing): killing it"
     )
     assert "middle of a training iteration" in _kill_warning("Learner 0", 5.0, False)
-    assert "training iteration" not in _kill_warning("RolloutWorker_w0", 5.0, True, untrained=True)
+    assert "starting" not in _kill_warning("RolloutWorker_w0", 5.0, True, starting=True)
 
 
 def test_the_finished_line_says_how_the_run_ended_its_frames_time_reward_and_folder():

@@ -60,7 +60,6 @@ class Progress:
         self.last_stats: dict[int, dict] = {p: {} for p in policies}
         self.max_lag = {p: 0.0 for p in policies}
         self.learners_ready: set[int] = set()
-        self.trained: set[int] = set()  # policies whose learner finished a training iteration in this session
         self.fps_window: deque[tuple[float, int]] = deque([(start_time, 0)])
         self.steady_start: tuple[float, int] | None = None  # (time, total frames) at the first trained batch
 
@@ -68,7 +67,6 @@ class Progress:
         self.env_steps[policy_id] = env_steps
         self.versions[policy_id] = version
         if stats:
-            self.trained.add(policy_id)
             self.last_stats[policy_id] = stats
             self.max_lag[policy_id] = max(self.max_lag[policy_id], stats["policy_lag_max"])
             if self.steady_start is None:
@@ -103,9 +101,9 @@ class Progress:
                     values.append(value)
         self.num_episodes[policy_id] += len(episodes)
 
-    def untrained(self) -> list[int]:
-        """The policies whose learner has not finished a training iteration in this session (or not started)."""
-        return [p for p in self.env_steps if p not in self.trained]
+    def starting(self) -> list[int]:
+        """The policies whose learner has not reported yet: still starting, it has trained nothing."""
+        return [p for p in self.env_steps if p not in self.learners_ready]
 
     def has_episodes(self, policy_id: int) -> bool:
         return bool(self.policy_avg_stats["reward"][policy_id])

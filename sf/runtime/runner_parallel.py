@@ -229,8 +229,8 @@ def run_parallel(
                 reported = _collect_profiles(runner, mailbox, supervisor, expected, time.monotonic() + grace)
                 if profile is not None:
                     profile.end()
-                untrained = frozenset(learner_name(p) for p in runner.progress.untrained())
-                supervisor.stop(reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S), untrained)
+                starting = frozenset(learner_name(p) for p in runner.progress.starting())
+                supervisor.stop(reported, grace, crashed, profiling.join_wait_s(cfg.profiling, EXIT_WAIT_S), starting)
                 mailbox.close()
     if runner.stop_status is None:
         runner.stop_status = "interrupted"
