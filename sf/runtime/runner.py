@@ -171,6 +171,8 @@ class Runner(Component):
 
     # incoming ----------------------------------------------------------------------------------------
     def _on_learner_stats(self, msg: LearnerStats) -> None:
+        if msg.policy_id not in self.progress.learners_ready:  # its first word: the model is built, training can begin
+            log.info("%s ready at policy version %d", learner_name(msg.policy_id), msg.version)
         with self.timing.add_time("learner_stats"):
             self.progress.on_learner_stats(msg.policy_id, msg.env_steps, msg.version, msg.stats, time.monotonic())
             if msg.stats:
