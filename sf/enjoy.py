@@ -10,6 +10,8 @@ another env or model) is one `sf: error:` line and exit status 2, as in training
 from __future__ import annotations
 
 import logging
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -53,8 +55,10 @@ def merged_cfg(cli_cfg):
     return cfg
 
 
-def enjoy(cli_cfg) -> int:
-    """Play the episodes; 2 with one `sf: error:` line for a mistake in the flags, as training does."""
+def enjoy(cli_cfg) -> tuple[int, float]:
+    """Play the episodes. Sample Factory's return: the status (0; 1 when a push failed; 2 with one `sf: error:` line
+    for a mistake in the flags, as training does) and the mean return of the episodes played (nan when none
+    finished), which a script unpacks: `status, avg_reward = enjoy(cfg)`."""
     skip_final_collection()
     setup_logging(cli_cfg.log_level)
     try:
@@ -62,18 +66,22 @@ def enjoy(cli_cfg) -> int:
         env = _make_env(cfg)
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
-        return 2
+        return 2, math.nan
     try:
         return _play(cfg, cli_cfg, env)
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
-        return 2
+        return 2, math.nan
     finally:
         env.close()
 
 
 def _make_env(cfg) -> EnvAdapter:
     render_mode = "rgb_array" if cfg.save_video else None
+    if cfg.save_video:
+        # frames are drawn off screen: SDL (pygame's classic-control renderer) needs no display, and without this
+        # looks for one and prints `error: XDG_RUNTIME_DIR is invalid or not set` on a headless machine
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         return EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
     except (EnvNotFoundError, UnsupportedSpaceError) as exc:
@@ -141,7 +149,7 @@ def _mismatch_message(cfg, cli_cfg, folder: Path, mismatch: list[str]) -> str:
     return f"--env: the checkpoint in {folder} does not fit the model built for {cfg.env} ({what}){flags}"
 
 
-def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
+def _play(cfg, cli_cfg, env: EnvAdapter) -> tuple[int, float]:
     episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
     device = resolve_device(cfg)
     model = load_policy(cfg, EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip), device, cli_cfg)
@@ -179,7 +187,8 @@ def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
             frames, Path(cfg.train_dir) / cfg.experiment / (cfg.video_name or "replay.mp4"), cfg.fps or 30
         )
         log.info("video written to %s", video)
-    return push_policy(cfg, cli_cfg.cli_args, returns, video) if cfg.push_to_hub else 0
+    status = push_policy(cfg, cli_cfg.cli_args, returns, video) if cfg.push_to_hub else 0
+    return status, float(np.mean(returns)) if returns else math.nan
 
 
 def push_policy(cfg, cli_args: dict, returns: list[float], video: Path | None) -> int:
@@ -226,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     from sf.envs.families import family_of_argv
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    return enjoy(family_of_argv(argv).cfg_or_exit(argv, evaluation=True))
+    status, _ = enjoy(family_of_argv(argv).cfg_or_exit(argv, evaluation=True))
+    return status
 
 
 if __name__ == "__main__":

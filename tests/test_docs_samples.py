@@ -120,7 +120,7 @@ def header_before(lines: list[str], name: str) -> str | None:
 PROGRESS_PARTS = re.compile(
     r"^(Done: # % of # frames(, about # (s|min|h) left( \(--train_for_seconds\))?)?"
     r"|Bound \(last # s\): [a-z]+-bound(, cores # %| # %|: [a-z' ]+ busy # %, [a-z]+ # %)"
-    r"|Try --[a-z_]+=\S+ #% FPS|Warning: .+)$"
+    r"|Try --[a-z_]+=\S+ #% FPS( \(changes the algorithm: [a-z ]+\))?|Warning: .+)$"
 )
 
 

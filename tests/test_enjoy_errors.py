@@ -79,3 +79,21 @@ def test_shape_mismatch_lists_tensors_either_side_lacks():
         "b: [1] saved, none here",
         "c: none saved, [5] here",
     ]
+
+
+def test_a_video_on_a_headless_machine_prints_no_display_error(train_dir):
+    """CartPole draws its frames with pygame: without a display SDL printed `error: XDG_RUNTIME_DIR is invalid or not
+    set in the environment.` before every recording."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DISPLAY", "SDL_VIDEODRIVER")}
+    flags = [f"--train_dir={train_dir}", "--experiment=cartpole", "--max_num_episodes=1", "--save_video"]
+    command = [sys.executable, "-m", "sf.enjoy", "--env=CartPole-v1", *flags, "--video_name=headless.mp4"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "XDG_RUNTIME_DIR" not in result.stdout + result.stderr
+    assert (train_dir / "cartpole" / "headless.mp4").stat().st_size > 0

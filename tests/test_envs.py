@@ -296,3 +296,22 @@ def test_adapter_generic_path_steps_dict_obs_and_tuple_action():
     assert raw.last_action[0] == 1 and raw.last_action[1][0] == np.float32(0.5)
     assert (reward, terminated, truncated, info) == (0.5, False, False, {"t": 1})
     assert env.step(np.array([0, 0.0], dtype=np.float32))[2] is True
+
+
+def test_a_gymnasium_id_nothing_registered_is_made_by_gymnasium():
+    assert "CartPole-v1" not in registered_envs()
+    env = create_env("CartPole-v1", cfg=None)
+    assert env.spec.id == "CartPole-v1"
+
+
+def test_a_registered_name_comes_before_the_gymnasium_id():
+    made = SpaceEnv(spaces.Box(-1, 1, (2,)), spaces.Discrete(2))
+    register_env("CartPole-v1", lambda *args: made)
+    assert create_env("CartPole-v1", cfg=None) is made
+
+
+def test_an_unknown_name_says_which_call_to_add_and_a_gymnasium_typo_its_id():
+    with pytest.raises(EnvNotFoundError, match=r"register_env\('zzzzzzzzzzzzzz', make_env\)"):
+        create_env("zzzzzzzzzzzzzz", cfg=None)
+    with pytest.raises(EnvNotFoundError, match="did you mean: CartPole-v1"):
+        create_env("CartPol-v1", cfg=None)

@@ -66,7 +66,8 @@ def hub(tmp_path, monkeypatch) -> types.SimpleNamespace:
 
 def _enjoy(exp: Path, *flags: str) -> int:
     argv = ["--env=CartPole-v1", f"--train_dir={exp.parent}", f"--experiment={exp.name}", *flags]
-    return enjoy(parse_full_cfg(argv, evaluation=True))
+    status, _ = enjoy(parse_full_cfg(argv, evaluation=True))
+    return status
 
 
 def test_push_stages_card_config_checkpoint_and_replay_and_uploads_that_folder(experiment, hub, sf_log):

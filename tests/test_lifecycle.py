@@ -166,7 +166,8 @@ def test_a_learner_iteration_longer_than_the_stop_timeout_is_killed_with_a_warni
         sessions,
     )
     lines: list[str] = []
-    read_until(proc, r"Avg episode reward: \{0: -?\d", lines)  # episodes ended, so the first batch is on its way
+    read_until(proc, r"Learner 0 ready at policy version 0", lines)  # past its start: a kill now loses an iteration
+    read_until(proc, r"Avg episode reward: \[\(0, '-?\d", lines)  # episodes ended, so the first batch is on its way
     read_until(proc, r"Fps is", lines)
     os.killpg(proc.pid, signal.SIGTERM)
     rest, _ = proc.communicate(timeout=120)

@@ -445,3 +445,12 @@ def test_the_best_policy_by_any_episode_statistic(tmp_path, caplog, metric):
         assert sent == [] and len(said) == 1
         assert "no episode reports it" in said[0] and "reward, len, true_objective, accuracy" in said[0]
     runner.experiment.close()
+
+
+def test_a_pettingzoo_run_is_named_after_its_env_unless_given_a_name():
+    """Not the parser's shared `default_experiment`, where runs of different envs would resume one another."""
+    from sf.envs.families import family_named
+
+    family = family_named("pettingzoo")
+    assert family.parse_cfg(["--env=pettingzoo:pettingzoo.classic.rps_v2"]).experiment == "rps_v2"
+    assert family.parse_cfg(["--env=pettingzoo:pettingzoo.classic.rps_v2", "--experiment=mine"]).experiment == "mine"

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import alive, read_until, shm_leaked, start_sf, started_pids
+from conftest import alive, read_until, run_sf, shm_leaked, start_sf, started_pids
 
 from sf.envs.registry import RegistrySnapshot
 from sf.supervision.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
@@ -114,3 +114,21 @@ def test_a_process_left_behind_cannot_keep_the_server_from_stopping():
         assert not server_pids()
     finally:
         os.kill(left_behind, signal.SIGKILL)
+
+
+def test_the_module_run_as_main_is_left_to_each_child():
+    """`python -m sf_examples.multi_agent.train_multi_agent`: its family imported it again under its own name to
+    register the envs; preloaded in the server, each child's runpy would find it imported before running it."""
+    factories = {"cue_duel": _factory_of("sf_examples.multi_agent.train_multi_agent"), "ant": _factory_of("my.envs")}
+    main = "sf_examples.multi_agent.train_multi_agent"
+    assert preload_modules(RegistrySnapshot(factories, {}), main_module=main) == [*BASE_PRELOAD, "my.envs"]
+
+
+def test_a_parallel_run_of_an_example_module_prints_no_runpy_warning(tmp_path):
+    args = ["--env=cue_duel", "--num_workers=2", "--train_for_env_steps=3000", "--save_every_sec=3600"]
+    result = run_sf(
+        [*args, f"--train_dir={tmp_path}", "--experiment=duel"], module="sf_examples.multi_agent.train_multi_agent"
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "started RolloutWorker_w1" in output and "RuntimeWarning" not in output, output[-3000:]

@@ -71,6 +71,11 @@ def test_a_learner_that_limits_the_rate_gets_fewer_epochs_and_larger_batches_pri
     assert (moves["--num_epochs"].to, moves["--num_epochs"].fps_gain) == ("2", pytest.approx(0.8))
     assert "change the algorithm" in moves["--num_epochs"].why
     assert (moves["--batch_size"].to, moves["--batch_size"].fps_gain) == ("2048", pytest.approx(0.125))
+    # the progress line offers the move with what it changes, not as a free speed-up
+    assert moves["--num_epochs"].progress_text() == (
+        "--num_epochs=2 +80% FPS (changes the algorithm: fewer passes over each batch)"
+    )
+    assert moves["--batch_size"].progress_text().endswith("(changes the algorithm: larger batches)")
 
 
 def test_a_serial_run_on_idle_cores_is_advised_to_run_parallel():
@@ -135,3 +140,16 @@ def test_a_machine_busy_with_other_work_offers_no_cores_for_more_workers():
     for c in components[:2]:
         c.run_delay_s = 0.0
     assert [m.flag for m in advise(exp).moves][:1] == ["--num_workers"]
+
+
+def test_advice_on_a_two_core_machine_never_counts_more_cores():
+    """Processes wanting 3.2 cores (0.3 used, 0.5 waiting for a core each) while other programs keep 0.8 of the 2
+    busy: the moves are priced on at most the machine's 2 cores."""
+    from dataclasses import replace
+
+    exp = experiment({"one_step": node(1.9, send_messages=node(0.9)), "wait_requests": node(0.1)}, {"train": node(0.4)})
+    components = [replace(c, cpu_s=0.6, run_delay_s=1.0, wall_s=2.0) for c in exp.components]
+    exp = replace(exp, components=components, machine_cores=2.0)
+    advice = advise(exp)
+    texts = [m.line() for m in advice.moves] + [advice.verdict.limiting]
+    assert advice.moves and not [t for t in texts if "3.2" in t], texts

@@ -181,8 +181,8 @@ def test_the_diff_leads_with_the_fps_then_the_marked_keys_that_moved_the_most_ti
     ]
     lines = format_text(Comparison("base", "run", rows)).splitlines()
     assert lines[2] == (
-        "FPS: 1,410 frames/s against 1,000 frames/s, +41%: within run-to-run noise (25%, most of it from how long "
-        "each run's processes waited for a core)"
+        "FPS: 1,410 frames/s against 1,000 frames/s, +41%: within run-to-run noise (noise 25%, most of it from how "
+        "long each run's processes waited for a core; a change counts beyond it above 2x the noise and 15%)"
     )
     assert lines[6].split() == ["fps", "1,000", "frames/s", "1,410", "frames/s", "+41%", "25%"]
     assert lines[7].split() == ["*", "RolloutWorker_w0/env_step", "20", "µs/frame", "30", "µs/frame", "+50%", "10%"]
@@ -199,3 +199,20 @@ def test_the_diff_chart_skips_keys_only_one_run_has_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         change_bars(rows, tmp_path / "compare.png")
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_small_key_that_grew_many_times_is_listed_not_marked(sleepy_run, tmp_path):
+    """A rollout worker's smallest work key grown to 4 % of the worker's time: far beyond its noise, but it costs the
+    worker too little to explain a change of the frame rate (as a serial run's `update_model` against a parallel
+    run's)."""
+    from sf.analysis.compare import MIN_MOVED_SHARE
+
+    worker = next(c for c in load_experiment(sleepy_run).components if c.name == "RolloutWorker_w0")
+    work = {k: v["time"] for k, v in worker.tree.items() if not k.startswith("wait_") and v["time"] > 0}
+    key = min(work, key=work.get)
+    factor = 0.04 / (work[key] / worker.activity.lifetime_s)
+    grown = slowed_copy(sleepy_run, tmp_path / "grown", factor, key=key)
+    rows = {r.key: r for r in compare(load_experiment(sleepy_run), load_experiment(grown)).rows}
+    row = rows[f"RolloutWorker_w0/{key}"]
+    assert row.change == pytest.approx(factor - 1, rel=1e-6) and row.change > max(Z * row.noise, MIN_CHANGE)
+    assert 0.04 - 0.04 / factor < MIN_MOVED_SHARE and not row.marked

@@ -257,8 +257,9 @@ def test_a_wait_on_a_component_of_the_same_process_says_so():
 
 
 def test_the_frame_rate_chart_of_a_run_shorter_than_one_span_has_a_point(tmp_path):
-    """Snapshots 1.5 s apart over 3 s, under the 5 s each point spans: one point over the whole span, so the panel
-    draws what the busy-share panel beside it draws from, instead of saying there is nothing."""
+    """Snapshots 1.5 s apart over 3 s, under the 5 s each point spans: one rate over the whole window, drawn as a level
+    line across it (the axis from 1.0 s to 4.0 s), so the panel draws what the busy-share panel beside it draws from
+    instead of saying there is nothing or drawing one dot."""
     from sf.analysis.report_html import line_chart, over_time
     from sf.analysis.run_data import Experiment
     from sf.profiling.series import Snapshot
@@ -270,8 +271,10 @@ def test_the_frame_rate_chart_of_a_run_shorter_than_one_span_has_a_point(tmp_pat
     ]
     experiment = Experiment(tmp_path, [], {}, {}, {"Learner 0": snaps})
     fps, _ = over_time(experiment)
-    assert fps == {"frames per second (1.0 s to 4.0 s)": [(2.5, 2000.0)]}
-    assert "<circle" in line_chart("Frame rate over the run", fps, "frames/s")
+    assert fps == {"frames per second (1.0 s to 4.0 s)": [(1.0, 2000.0), (4.0, 2000.0)]}
+    chart = line_chart("Frame rate over the run", fps, "frames/s")
+    axis = re.findall(r'text-anchor="middle">([\d.]+) s<', chart)
+    assert axis == ["1.0", "1.8", "2.5", "3.2", "4.0"] and chart.count("<circle") == 2
 
 
 def test_the_pngs_draw_in_the_colours_of_the_page(tmp_path):
@@ -286,3 +289,12 @@ def test_the_pngs_draw_in_the_colours_of_the_page(tmp_path):
     for colour in re.findall(r"background:(#[0-9a-f]{6})", legend()):
         rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
         assert rgb in pixels, colour
+
+
+def test_the_headline_of_a_run_is_not_drawn_as_an_alarm():
+    """Every run is bound by something: the verdict is news, not an error, so it takes the page's text colour (the
+    "Check these first" box carries the warnings)."""
+    from sf.analysis.report_html import CSS
+
+    rule = re.search(r"\.verdict \{([^}]*)\}", CSS).group(1)
+    assert "color: var(--fg)" in rule and "#cf222e" not in rule

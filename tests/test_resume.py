@@ -175,7 +175,7 @@ def test_the_first_episodes_after_a_resume_score_like_the_trained_policy(tmp_pat
     started = time.monotonic()
     result = run_sf([*train, "--train_for_env_steps=320000"], timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
-    first = [float(m) for m in re.findall(r"Avg episode reward: \{0: ([\d.]+)\}", result.stdout)]
+    first = [float(m) for m in re.findall(r"Avg episode reward: \[\(0, '([\d.]+)'\)\]", result.stdout)]
     assert first and first[0] > 0.5 * trained, (first, trained, time.monotonic() - started)
 
 

@@ -47,13 +47,14 @@ def test_frame_rates_over_windows_and_the_steady_rate_from_the_first_trained_bat
 def test_episode_statistics_and_the_progress_line():
     progress = Progress(num_policies=1, stats_avg=2, start_time=0.0)
     assert math.isnan(progress.avg_reward(0)) and progress.avg_episode_length(0) is None
+    assert progress.reward_text() == "[]"  # as Sample Factory: only the policies with a finished episode
     progress.on_episodes(0, [(1.0, 10, None, None), (2.0, 20, None, None), (4.0, 40, None, None)])  # the last 2
     assert progress.avg_reward(0) == 3.0 and progress.avg_episode_length(0) == 30.0
     assert progress.num_episodes == {0: 3}
     progress.on_learner_stats(0, 2048, 2, {"policy_lag": 0.123, "policy_lag_max": 1.0}, now=1.0)
     line = progress.progress_line([1.0, 2.0, float("nan")])
     assert line == (
-        "Fps is (10 sec: 1.0, 60 sec: 2.0, 300 sec: nan). Total num frames: 2048. Avg episode reward: {0: 3.0}. "
+        "Fps is (10 sec: 1.0, 60 sec: 2.0, 300 sec: nan). Total num frames: 2048. Avg episode reward: [(0, '3.000')]. "
         "Policy lag: [0.12]"
     )
     assert progress.summary(now=1.0)["avg_episode_reward"] == {0: 3.0}
@@ -96,6 +97,25 @@ def test_the_progress_line_says_the_share_done_and_the_time_left():
     progress.on_learner_stats(0, 200_704, 20, {}, now=20.0)
     assert progress.done(10_000.0, now=20.0) == "Done: 100 % of 200,000 frames"  # nothing left to estimate
     assert duration(59) == "59 s" and duration(600) == "10 min" and duration(5 * 3600) == "5.0 h"
+
+
+def test_no_time_left_from_the_default_time_limit_and_which_learners_are_starting():
+    """Interrupted during start-up: no rate yet, and --train_for_seconds at its default (1e10 s) is no estimate."""
+    progress = Progress(num_policies=2, stats_avg=100, start_time=0.0, target_frames=200_000, time_limit_s=1e10)
+    assert progress.done(0.0, now=3.0) == "Done: 0 % of 200,000 frames"
+    assert progress.starting() == [0, 1]
+    progress.on_learner_stats(1, 0, 0, {}, now=1.0)  # learner 1 built its model and waits for a batch
+    assert progress.starting() == [0]
+
+
+def test_a_learner_killed_as_it_started_is_not_said_to_lose_an_iteration():
+    from sf.supervision.supervisor import _kill_warning
+
+    assert _kill_warning("Learner 0", 5.0, False, starting=True) == (
+        "Learner 0 did not stop within 5 s, still starting (it had trained nothing): killing it"
+    )
+    assert "middle of a training iteration" in _kill_warning("Learner 0", 5.0, False)
+    assert "starting" not in _kill_warning("RolloutWorker_w0", 5.0, True, starting=True)
 
 
 def test_the_finished_line_says_how_the_run_ended_its_frames_time_reward_and_folder():

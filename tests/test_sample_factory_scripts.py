@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import LAYOUT, ROOT
 from sample_factory_imports import SCRIPTS, import_table, rewrite, run_script, write_rewritten_scripts
 
 from sf.analysis.cli import run_report
@@ -63,10 +63,12 @@ def test_its_enjoy_script_plays_the_checkpoint(custom_model_run, monkeypatch, sf
     monkeypatch.syspath_prepend(str(scripts))
     argv = ["--env=collect", f"--train_dir={exp.parent}", "--experiment=collect", "--max_num_episodes=2"]
     monkeypatch.setattr(sys, "argv", ["enjoy_collect", *argv])
-    assert importlib.import_module("enjoy_collect").main() == 0
+    status, avg_reward = importlib.import_module("enjoy_collect").main()  # Sample Factory's (status, avg_reward)
+    assert status == 0
     newest = max((exp / "checkpoint_p0").glob("checkpoint_*.pth")).stem.split("_")  # checkpoint_<version>_<frames>
     assert f"loaded policy version {int(newest[1])} ({int(newest[2])} env frames)" in sf_log
-    assert len([line for line in sf_log if line.startswith("episode ")]) == 2
+    returns = [float(line.split()[-1]) for line in sf_log if line.startswith("episode ")]
+    assert len(returns) == 2 and avg_reward == pytest.approx(sum(returns) / 2, abs=1e-3)
 
 
 def test_the_report_and_the_live_view_read_a_custom_model_run(custom_model_run, capsys):
@@ -92,6 +94,17 @@ def test_a_parallel_run_builds_the_encoder_a_script_registered_in_every_process(
         trees["InferenceWorker_p0-w0"]["tree"]
     )
     assert (result.stdout + result.stderr).count("steps aside") == 1
+
+
+@pytest.mark.skipif("SAMPLE_FACTORY_PYTHON" not in os.environ, reason="SAMPLE_FACTORY_PYTHON names no Sample Factory")
+def test_every_type_name_of_sample_factory_has_its_row():
+    """`sample_factory.utils.typing` is imported by name in Sample Factory's examples (`Env` by every batched env)."""
+    listing = "import sample_factory.utils.typing as t; print(' '.join(n for n in vars(t) if n[0].isupper()))"
+    python = os.environ["SAMPLE_FACTORY_PYTHON"]
+    check = subprocess.run([python, "-c", listing], capture_output=True, text=True, timeout=120)
+    names = set(check.stdout.split()) - {"Any", "Callable", "Dict", "Optional", "Tuple", "Union", "AttrDict"}
+    rows = {name for module, name in import_table() if module == "sample_factory.utils.typing"}
+    assert check.returncode == 0 and names and names <= rows, (check.stderr, names - rows)
 
 
 @pytest.mark.slow
@@ -138,3 +151,23 @@ def test_a_multi_agent_script_with_an_observer_and_extra_stats_runs_under_sf(tmp
     assert 0.0 <= summary["avg_true_objective"]["0"] <= 10.0
     frames = summary["env_frames"]["0"]
     assert summary["num_episodes"] >= frames // 10 - 16  # each agent's episodes of 10 steps, a few unfinished
+
+
+def test_a_script_on_a_gymnasium_id_trains_in_every_process_without_registering_it(tmp_path):
+    """tests/sample_factory_scripts/train_gym_id.py: `parse_sf_args`, `parse_full_cfg`, `run_rl` and
+    `--env=CartPole-v1`, nothing registered; the rollout workers' own processes make the env too."""
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = [*LAYOUT, "--env=CartPole-v1", "--train_for_env_steps=4096", f"--train_dir={tmp_path}", "--experiment=g"]
+    result = run_script(scripts / "train_gym_id.py", flags, tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    summary = json.loads((tmp_path / "g" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 4096 and summary["num_episodes"] > 0
+
+
+def test_a_script_on_a_name_nothing_registered_says_what_to_add(tmp_path):
+    scripts = write_rewritten_scripts(tmp_path)
+    flags = ["--env=my_corridor", "--serial_mode=True", f"--train_dir={tmp_path}", "--experiment=c"]
+    result = run_script(scripts / "train_gym_id.py", flags, tmp_path)
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert errors[0].startswith("sf: error: ") and "register_env('my_corridor', make_env)" in errors[0]

@@ -51,6 +51,7 @@ class Move:
     fps_gain: float  # relative: 0.35 = +35 % FPS
     limit: str  # what would limit the rate after the move
     why: str
+    algorithm_change: str = ""  # what the move changes in how the policy learns (a layout move changes nothing)
 
     def line(self) -> str:
         return (
@@ -60,6 +61,12 @@ class Move:
 
     def short(self) -> str:
         return f"{self.flag}={self.to} {self.fps_gain:+.0%}"
+
+    def progress_text(self) -> str:
+        """The move as the progress line offers it: `--num_workers=8 +300% FPS`, and for a move that changes the
+        algorithm, what it changes (a reader of the line alone would take it for a free speed-up)."""
+        change = f" (changes the algorithm: {self.algorithm_change})" if self.algorithm_change else ""
+        return f"{self.short()} FPS{change}"
 
 
 @dataclass
@@ -188,8 +195,8 @@ def advise(experiment: Experiment, verdict: Verdict | None = None) -> Advice:
     # and on the cores other programs left: on a shared machine a core this run did not use was often not idle
     others = others_cores(experiment)
     machine_cores = cores
-    if cores and others:
-        cores = round(max(cores - others, wanted or 0.0), 1)
+    if cores and others:  # never more than the machine has: processes that wait for a core want more than there is
+        cores = round(min(machine_cores, max(cores - others, wanted or 0.0)), 1)
     now, _ = bound(loads, cores, {})
     moves: list[Move] = []
     busiest = max(loads, key=lambda g: g.demand)
@@ -316,13 +323,14 @@ def _learner_moves(
         for c in learners
     )
     moves = []
-    for flag, saved, value, why in (
+    for flag, saved, value, why, change in (
         (
             "--batch_size",
             per_step / 2,
             (cfg.get("batch_size"), lambda b: 2 * b),
             f"the learner's per-step work (clip, after_optimizer) is {per_step / max(total, 1e-12):.0%} of its time "
             "and runs half as often; larger batches also change how it learns",
+            "larger batches",
         ),
         (
             "--num_epochs",
@@ -330,6 +338,7 @@ def _learner_moves(
             (cfg.get("num_epochs"), lambda e: e // 2),
             f"training passes are {train / max(total, 1e-12):.0%} of the learner's time; fewer passes over each batch "
             "change the algorithm",
+            "fewer passes over each batch",
         ),
     ):
         current, propose = value
@@ -338,7 +347,7 @@ def _learner_moves(
         speedup = total / max(total - saved, 1e-12)
         gain, limit = _gain(now, loads, cores, {(group.label, "learner"): speedup})
         if gain >= MIN_GAIN / 2:
-            moves.append(Move(flag, str(current), str(propose(current)), gain, limit, why))
+            moves.append(Move(flag, str(current), str(propose(current)), gain, limit, why, change))
     return moves
 
 

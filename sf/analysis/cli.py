@@ -12,6 +12,7 @@ from pathlib import Path
 from sf.analysis.charts import ActivityBar, ChangeBar, activity_bars, change_bars, share_bars
 from sf.analysis.compare import compare
 from sf.analysis.compare import format_text as format_comparison
+from sf.analysis.experiment_folder import folder_error
 from sf.analysis.json_safe import finite_json
 from sf.analysis.report import build_report, format_text, hotspot_items
 from sf.analysis.report_html import write_compare_page, write_report_page
@@ -72,11 +73,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     for flag, folder in (("experiment_dir", args.experiment_dir), ("--compare", args.compare)):
-        if folder is not None and not (Path(folder) / "profile.json").exists():
-            print(
-                f"{flag}: {folder} has no profile.json; give the folder of a finished run (<train_dir>/<experiment>)",
-                file=sys.stderr,
-            )
+        error = folder_error(flag, folder) if folder is not None else None
+        if error is not None:
+            print(error, file=sys.stderr)
             return 2
     if args.compare:
         print(run_compare(args.compare, args.experiment_dir, as_json=args.json))

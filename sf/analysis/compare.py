@@ -25,9 +25,11 @@ itself left out, so that one scope made slower still stands out against the othe
 scaled by the part of the key that can be CPU time (`_cpu_bound_part`). A key that moves with its process is
 explained by it; a key that moves alone is not.
 
-A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and it holds at least `MIN_SHARE`
-of its component's lifetime in either run. Waits are listed but not marked: a wait per frame moves whenever anything
-else does, so marking it would only repeat the cause.
+A key is marked when its change exceeds `Z` times that noise and `MIN_CHANGE`, and its share of its component's
+lifetime moved by at least `MIN_MOVED_SHARE` between the runs (a key only one run has: holds that much): a key
+that grew 100-fold from almost nothing (a serial run's `update_model` against a parallel run's) costs its component
+too little to explain a change in the frame rate. Waits are listed but not marked: a wait per frame moves whenever
+anything else does, so marking it would only repeat the cause.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from sf.utils.roles import Role, role_of
 Z = 2.0
 MIN_CHANGE = 0.15  # two runs of one command on a shared 2-core machine differed by up to 12 % per key
 MIN_SHARE = 0.02
+# a key whose time moved by less than this share of its component's time changes that component's rate by less: a
+# third of MIN_CHANGE
+MIN_MOVED_SHARE = 0.05
 BLOCKS = 5
 MIN_BLOCKS = 3
 DEFAULT_NOISE = 0.10  # when a run has too few intervals to measure its own
@@ -233,7 +238,7 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
                     b.value if b else None,
                     float("inf") if a is None else -1.0,
                     0.0,
-                    present.share >= MIN_SHARE and not _is_wait(key[0]),  # a wait only one run has is still a wait
+                    present.share >= MIN_MOVED_SHARE and not _is_wait(key[0]),  # a wait only one run has is a wait
                 )
             )
             continue
@@ -246,7 +251,9 @@ def compare(baseline: Experiment, run: Experiment) -> Comparison:
         if move is not None and (move - 1.0) * change > 0:
             common = load_change(move, 1.0) * _cpu_bound_part(ma, mb, a.process, a.value, b.value)
         noise = math.sqrt(spreads[0] ** 2 + spreads[1] ** 2 + load**2 + common**2)
-        relevant = max(a.share, b.share) >= MIN_SHARE and not _is_wait(key[0])
+        relevant = (
+            max(a.share, b.share) >= MIN_SHARE and abs(b.share - a.share) >= MIN_MOVED_SHARE and not _is_wait(key[0])
+        )
         marked = relevant and abs(change) > max(Z * noise, MIN_CHANGE)
         process_change = None if move is None else move - 1.0
         rows.append(DiffRow(key[0], key[1], a.value, b.value, change, noise, marked, process_change, load))
@@ -281,9 +288,10 @@ def fps_line(comparison: Comparison) -> str:
     why = ""
     if fps.load > 0.5 * fps.noise:
         why = ", most of it from how long each run's processes waited for a core"
+    rule = f"a change counts beyond it above {Z:g}x the noise and {MIN_CHANGE:.0%}"
     return (
         f"FPS: {value_text(fps.b, fps.unit)} against {value_text(fps.a, fps.unit)}, {_change_text(fps)}: "
-        f"{judged} run-to-run noise ({fps.noise:.0%}{why})"
+        f"{judged} run-to-run noise (noise {fps.noise:.0%}{why}; {rule})"
     )
 
 
@@ -307,8 +315,9 @@ def format_text(comparison: Comparison, top: int = 30) -> str:
         f"sf profile diff: {comparison.run}",
         f"baseline:        {comparison.baseline}",
         fps_line(comparison),
-        f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *); the FPS first, then "
-        "the keys that moved the most time per frame",
+        f"{len(marked)} of {len(comparison.rows)} keys changed beyond run-to-run noise (marked *: above {Z:g}x "
+        f"their noise and {MIN_CHANGE:.0%}, and moving at least {MIN_MOVED_SHARE:.0%} of their component's time); the "
+        "FPS first, then the keys that moved the most time per frame",
         "",
         f"  {'key':<56} {'baseline':>16} {'this run':>16} {'change':>8} {'process':>8} {'noise':>7}",
     ]

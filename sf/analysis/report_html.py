@@ -47,7 +47,7 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 .muted { color: var(--muted); } code { font: 12.5px ui-monospace, "DejaVu Sans Mono", monospace; }
 .hero { display: grid; grid-template-columns: 1.1fr 1fr; gap: 18px; margin-top: 14px; align-items: start; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
-.verdict { font-size: 28px; font-weight: 700; color: #cf222e; margin: 0; }
+.verdict { font-size: 28px; font-weight: 700; color: var(--fg); margin: 0; }
 .why { margin: 6px 0 0; }
 .warn { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 8px; padding: 8px 14px; margin-top: 14px; }
 .warn li { margin: 2px 0; }
@@ -231,11 +231,12 @@ def over_time(experiment: Experiment) -> tuple[dict, dict]:
                 points.append(((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t)))
         if points:
             fps[f"frames per second (over {FPS_SPAN_S:g} s)"] = points
-        elif len(longest[1]) >= 2 and longest[1][-1].t > longest[1][0].t:  # a run shorter than one span: one point
+        elif len(longest[1]) >= 2 and longest[1][-1].t > longest[1][0].t:
+            # a run shorter than one span: its one rate as a level line over the window it covers, so the axis is
+            # that window (a single point drew one dot on an axis of its own making)
             a, b = longest[1][0], longest[1][-1]
-            fps[f"frames per second ({a.t:.1f} s to {b.t:.1f} s)"] = [
-                ((a.t + b.t) / 2, (b.frames - a.frames) / (b.t - a.t))
-            ]
+            rate = (b.frames - a.frames) / (b.t - a.t)
+            fps[f"frames per second ({a.t:.1f} s to {b.t:.1f} s)"] = [(a.t, rate), (b.t, rate)]
     for name, snaps in series.items():
         if role_of(name) == Role.RUNNER:
             continue
@@ -551,9 +552,9 @@ def compare_page(comparison, run: Experiment, baseline: Experiment) -> str:
   <div class="card">
     <p class="verdict">{esc(headline)}</p>
     <p>{len(marked)} of {len(comparison.rows)} keys changed</p>
-    <p class="why">beyond run-to-run noise (marked *: the change exceeds twice the noise and 15 %, and the key takes
-    at least 2 % of its component's time). Waits are listed, never marked: a wait per frame moves whenever anything
-    else does.</p>
+    <p class="why">beyond run-to-run noise (marked *: the change exceeds twice the noise and 15 %, the key takes
+    at least 2 % of its component's time, and its share of that time moved by at least 5 %). Waits are listed, never
+    marked: a wait per frame moves whenever anything else does.</p>
     <p>Verdicts: this run <b>{esc(advise(run).headline())}</b> · baseline <b>{esc(advise(baseline).headline())}</b></p>
   </div>
   <div class="card">

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from sf.analysis.advice import Advice, advise
 from sf.analysis.consistency import Finding, check, clip_share
+from sf.analysis.experiment_folder import folder_error
 from sf.analysis.recent import LIVE_WINDOW_S, fps_over, recent_experiment, waiting_for
 from sf.experiment.config_file import read_config_or_empty
 from sf.profiling.live_feed import LIVE_FILE, Feed, Follower, Progress, read_records
@@ -477,7 +478,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     path = Path(args.experiment_dir)
     if not path.is_dir() and (args.replay or args.once):  # live, it may be a run that has not started yet
-        print(f"experiment_dir: {path} is not a folder; give <train_dir>/<experiment>", file=sys.stderr)
+        print(folder_error("experiment_dir", path), file=sys.stderr)
         return 2
     if args.replay:
         at = args.at if args.at is not None else (math.inf if args.once else None)

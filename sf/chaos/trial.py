@@ -50,7 +50,7 @@ POLL_S = 0.05
 EXIT_GRACE_S = 2.0  # a process of the run may still be exiting (the kernel ending the fork server) as its main ends
 STARTED = re.compile(r"started (.+?) pid=(\d+)")
 RESTARTED = re.compile(r"\] (\S+) \(pid \d+\) restarted as pid (\d+)")
-REWARD = re.compile(r"Avg episode reward: \{0: (-?[\d.]+)")
+REWARD = re.compile(r"Avg episode reward: \[\(0, '(-?[\d.]+)'\)")
 RESUMED = re.compile(r"Learner (\d+) resumed from policy version (\d+)")
 CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pth$")
 REPLACEMENT = re.compile(r"PBT: policy (\d+) \(.*\) takes policy (\d+)'s weights")

@@ -136,6 +136,7 @@ _FAMILIES: dict[str, EnvFamily] = {
             None,
             "sf.envs.pettingzoo_env:register_pettingzoo_module",
             register_takes_env=True,
+            defaults="sf.envs.pettingzoo_env:pettingzoo_defaults",
             add_args="sf.envs.pettingzoo_env:add_pettingzoo_args",
         ),
         EnvFamily(

@@ -1,24 +1,11 @@
-"""Any gymnasium id as an sf env: the generic family behind `sf_examples.train_gym_env`."""
+"""Any gymnasium id as an sf env: the generic family behind `sf_examples.train_gym_env`. Its factory,
+`make_gym_env`, lives in the registry, which also makes a gymnasium id nothing registered with it."""
 
 from __future__ import annotations
 
-from typing import Any
+from sf.envs.registry import make_gym_env, register_env
 
-import gymnasium
-from gymnasium import error
-
-from sf.envs.registry import EnvConfig, EnvNotFoundError, register_env
-
-_UNKNOWN_ID_ERRORS = (error.NameNotFound, error.VersionNotFound, error.NamespaceNotFound, error.DeprecatedEnv)
-
-
-def make_gym_env(
-    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
-) -> gymnasium.Env:
-    try:
-        return gymnasium.make(full_env_name, render_mode=render_mode)
-    except _UNKNOWN_ID_ERRORS as e:  # gymnasium's message carries its own "Did you mean" suggestion
-        raise EnvNotFoundError(f"gymnasium does not know env id {full_env_name!r}: {e}") from e
+__all__ = ["make_gym_env", "register_gym_env"]
 
 
 def register_gym_env(gym_id: str) -> None:

@@ -170,6 +170,12 @@ def _json_object(text: str) -> str:
     return text
 
 
+def pettingzoo_defaults(env_name: str) -> dict[str, Any]:
+    """The family's flag defaults: the experiment named after the env's module (`pettingzoo:mpe2.simple_spread_v3`
+    trains into `<train_dir>/simple_spread_v3`), not the parser's shared `default_experiment`."""
+    return {"experiment": env_name.removeprefix(PREFIX).rsplit(".", 1)[-1] or "pettingzoo"}
+
+
 def add_pettingzoo_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pettingzoo_kwargs",

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import gymnasium
+from gymnasium import error
 
 from sf.envs.vector import VectorConfig, VectorEnv
 
@@ -36,6 +37,7 @@ class EnvNotFoundError(ValueError):
 
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_UNKNOWN_ID_ERRORS = (error.NameNotFound, error.VersionNotFound, error.NamespaceNotFound, error.DeprecatedEnv)
 _VECTOR_REGISTRY: dict[str, VectorEnvFactory] = {}
 _SHM_NAMES: dict[str, tuple[str, ...]] = {}
 
@@ -71,7 +73,7 @@ def registered_envs() -> list[str]:
 def create_env(
     name: str, cfg: Any, env_config: EnvConfig | None = None, render_mode: str | None = None
 ) -> gymnasium.Env:
-    factory = _REGISTRY.get(name)
+    factory = _REGISTRY.get(name) or _gymnasium_factory(name)
     if factory is None:
         raise EnvNotFoundError(_not_found_message(name))
     if not _create_hooks:
@@ -112,14 +114,33 @@ def create_vector_env(name: str, cfg: Any, config: VectorConfig) -> VectorEnv:
     return create()
 
 
+def make_gym_env(
+    full_env_name: str, cfg: Any, env_config: EnvConfig | None, render_mode: str | None = None
+) -> gymnasium.Env:
+    """The gym family's factory (`sf.envs.gym_family`): `gymnasium.make(id)`."""
+    try:
+        return gymnasium.make(full_env_name, render_mode=render_mode)
+    except _UNKNOWN_ID_ERRORS as e:  # gymnasium's message carries its own "Did you mean" suggestion
+        raise EnvNotFoundError(f"gymnasium does not know env id {full_env_name!r}: {e}") from e
+
+
+def _gymnasium_factory(name: str) -> EnvFactory | None:
+    """A gymnasium id nothing registered is made by gymnasium, as the gym family makes it: a script written for
+    Sample Factory (`parse_full_cfg` then `run_rl`, `--env=CartPole-v1`) starts without a `register_env` call."""
+    return make_gym_env if name in gymnasium.registry else None
+
+
 def _not_found_message(name: str) -> str:
     names = registered_envs()
-    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    close = difflib.get_close_matches(name, [*names, *gymnasium.registry], n=5, cutoff=0.5)
     if close:
         return f"no env registered as {name!r}; did you mean: {', '.join(close)}?"
     shown = _families_folded(names)
     listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
-    return f"no env registered as {name!r}; registered: {listed or 'none'}"
+    return (
+        f"no env registered as {name!r} (registered: {listed or 'none'}), nor a gymnasium id; register it before "
+        f"run_rl: register_env({name!r}, make_env) (from sf.envs.registry import register_env)"
+    )
 
 
 def _families_folded(names: list[str], more_than: int = 5) -> list[str]:

@@ -50,7 +50,7 @@ class LiveStatus:
             if self.advised_at is None or self.lines - self.advised_at >= ADVICE_EVERY:
                 self.advised_at = self.lines
                 if advice.moves:
-                    suffix += f". Try {advice.moves[0].short()} FPS"
+                    suffix += f". Try {advice.moves[0].progress_text()}"
                 findings = check(experiment)
                 if findings:
                     suffix += f". Warning: {findings[0].line()}"

@@ -249,7 +249,12 @@ class ParallelRun:
             reported = _collect_profiles(runner, self.mailbox, self.supervisor, self.expected, time.monotonic() + grace)
             if self.profile is not None:
                 self.profile.end()
-            self.supervisor.stop(reported, grace, crashed, profiling.join_wait_s(self.cfg.profiling, EXIT_WAIT_S))
+            starting = frozenset(
+                learner_name(p) for p in runner.progress.starting()
+            )  # spared the mid-iteration warning
+            self.supervisor.stop(
+                reported, grace, crashed, profiling.join_wait_s(self.cfg.profiling, EXIT_WAIT_S), starting
+            )
             self.mailbox.close()
 
 

@@ -38,6 +38,7 @@ from sf.runner.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Re
 from sf.runner.outputs import ProfileRecords, TimingScalars
 from sf.runner.policy_control import PolicyControl
 from sf.runner.stats import Progress, StalenessTally, TrainWindow
+from sf.runner.tb_tags import episode_scalars, runner_scalars, train_scalars
 from sf.runtime.event_loop import Component, StopLoop
 from sf.runtime.messages import (
     ComponentError,
@@ -153,6 +154,8 @@ class Runner(Component):
 
     # incoming ----------------------------------------------------------------------------------------
     def _on_learner_stats(self, msg: LearnerStats) -> None:
+        if msg.policy_id not in self.progress.learners_ready:  # its first word: the model is built, training can begin
+            log.info("%s ready at policy version %d", learner_name(msg.policy_id), msg.version)
         with self.timing.add_time("learner_stats"):
             self.progress.on_learner_stats(msg.policy_id, msg.env_steps, msg.version, msg.stats, time.monotonic())
             if msg.stats:
@@ -274,8 +277,7 @@ class Runner(Component):
         the rest of its tree together."""
         with self.timing.add_time("train_scalars"):
             for policy_id, means in self.train_window.take_means().items():
-                scalars = {f"train/{k}": v for k, v in means.items()}
-                self.experiment.write_scalars(policy_id, self.progress.env_steps[policy_id], scalars)
+                self.experiment.write_scalars(policy_id, self.progress.env_steps[policy_id], train_scalars(means))
 
     def _own_timing(self) -> None:
         with self.timing.add_time("timing_scalars"):
@@ -304,18 +306,15 @@ class Runner(Component):
         bound = self.live.progress(self._progress_record(now, fps, recent))
         log.info("%s%s", progress.progress_line(fps, now), bound)
         for p in progress.env_steps:
-            reward = round(progress.avg_reward(p), 3)
-            scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], "reward/avg_episode_reward": reward}
-            length = progress.avg_episode_length(p)
-            if length is not None:
-                scalars["len/avg_episode_length"] = length
-            scalars.update(_custom_stats_scalars(progress, p))
+            scalars = {"perf/fps": fps[0], "perf/fps_60s": fps[1], **episode_scalars(progress, p)}
             ages, lags = recent[p]
             if ages:
                 scalars["perf/trajectory_age_p50_s"] = staleness.age_quantile(ages, 0.5)
                 scalars["perf/trajectory_age_p95_s"] = staleness.age_quantile(ages, 0.95)
             if lags:
                 self.experiment.write_histogram(p, progress.env_steps[p], "perf/policy_lag", lags)
+            if p == 0:
+                scalars.update(runner_scalars(fps[0]))
             if p == 0 and self.healer is not None:
                 scalars["perf/component_restarts"] = len(self.healer.done)
             self.experiment.write_scalars(p, progress.env_steps[p], scalars)
@@ -419,19 +418,3 @@ class Runner(Component):
         log.info("%s", self.progress.finished_line(summary["status"], self.experiment.dir, summary["wall_time_s"]))
         log.info("Collected %s, FPS: %.1f", dict(self.progress.env_steps), summary["fps"])
         return summary
-
-
-def _custom_stats_scalars(progress: Progress, policy_id: int) -> dict[str, float]:
-    """The true objective (mean, min, max) and the envs' extra stats under Sample Factory's tags: a key with a "/"
-    is its own tag, any other is `policy_stats/avg_<key>`."""
-    values = progress.policy_avg_stats["true_objective"][policy_id]
-    if not values:
-        return {}
-    scalars = {
-        "policy_stats/avg_true_objective": sum(values) / len(values),
-        "policy_stats/avg_true_objective_min": min(values),
-        "policy_stats/avg_true_objective_max": max(values),
-    }
-    for key, mean in progress.extra_means(policy_id).items():
-        scalars[key if "/" in key else f"policy_stats/avg_{key}"] = mean
-    return scalars

@@ -15,6 +15,7 @@ BUILT_IN_STATS = ("reward", "len", "true_objective")  # every episode reports th
 PROGRESS_LINE_EXTRA_KEYS = 3  # extra stats on the progress line while there are at most this many keys
 NO_EXTRA: dict = {}
 FPS_WINDOWS_S = (10, 60, 300)
+NO_TIME_LIMIT_S = 365 * 24 * 3600.0  # a --train_for_seconds this long is none (its default is 1e10 s)
 FPS_WINDOWS = {  # summary.json says which frame rate is which (the report adds its own steady window)
     "fps": "frames of this session / wall time, start-up included (the Collected line)",
     "fps_steady": "frames / seconds from the first trained batch to the end",
@@ -100,6 +101,10 @@ class Progress:
                     values.append(value)
         self.num_episodes[policy_id] += len(episodes)
 
+    def starting(self) -> list[int]:
+        """The policies whose learner has not reported yet: still starting, it has trained nothing."""
+        return [p for p in self.env_steps if p not in self.learners_ready]
+
     def has_episodes(self, policy_id: int) -> bool:
         return bool(self.policy_avg_stats["reward"][policy_id])
 
@@ -153,13 +158,17 @@ class Progress:
         """The runner's line every few seconds (docs/getting-started.md, "The progress line"): Sample Factory's
         parts, then the share of the run done and the time left."""
         lag = [round(self.last_stats[p].get("policy_lag", float("nan")), 2) for p in self.env_steps]
-        rewards = {p: round(self.avg_reward(p), 3) for p in self.env_steps}
         line = (
             f"Fps is (10 sec: {fps[0]:.1f}, 60 sec: {fps[1]:.1f}, 300 sec: {fps[2]:.1f}). Total num frames: "
-            f"{self.total_frames()}. Avg episode reward: {rewards}. {self._custom_stats_text()}Policy lag: {lag}"
+            f"{self.total_frames()}. Avg episode reward: {self.reward_text()}. {self._custom_stats_text()}"
+            f"Policy lag: {lag}"
         )
         done = self.done(fps[1] if fps[1] == fps[1] and fps[1] > 0 else fps[0], now)
         return f"{line}. {done}" if done else line
+
+    def reward_text(self) -> str:
+        """Sample Factory's form, which users grep: `[(0, '1.000')]`, the policies with a finished episode."""
+        return repr([(p, f"{self.avg_reward(p):.3f}") for p in self.env_steps if self.has_episodes(p)])
 
     def done(self, fps: float, now: float | None) -> str:
         """`Done: 81 % of 200,000 frames, about 2 s left`: the policy furthest behind against --train_for_env_steps,
@@ -175,7 +184,7 @@ class Progress:
         if fps == fps and fps > 0:
             left = max(0, self.target_frames - furthest_behind) * len(self.env_steps) / fps
         limit = ""
-        if now is not None and self.time_limit_s is not None:
+        if now is not None and self.time_limit_s is not None and self.time_limit_s < NO_TIME_LIMIT_S:
             to_limit = max(0.0, self.time_limit_s - (now - self.start_time))
             if left is None or to_limit < left:
                 left, limit = to_limit, " (--train_for_seconds)"

@@ -22,6 +22,7 @@ import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,11 +44,20 @@ def forkserver_available() -> bool:
     return "forkserver" in mp.get_all_start_methods()
 
 
-def preload_modules(registry: RegistrySnapshot) -> list[str]:
-    """What the server imports: torch, sf's component code and the modules that registered the run's envs."""
+def preload_modules(registry: RegistrySnapshot, main_module: str | None = None) -> list[str]:
+    """What the server imports: torch, sf's component code and the modules that registered the run's envs, but not
+    the module this process runs as `__main__` (`python -m <main_module>`, whose family imported it again under its
+    own name): each child runs it as `__mp_main__` first, and finding it imported already, runpy would warn."""
+    main_module = main_module or _main_module()
     factories = [*registry.envs.values(), *registry.vector_envs.values()]
     env_modules = {factory.__module__ for factory in factories}
-    return [*BASE_PRELOAD, *sorted(m for m in env_modules if m and m != "__main__")]
+    return [*BASE_PRELOAD, *sorted(m for m in env_modules if m and m not in ("__main__", main_module))]
+
+
+def _main_module() -> str | None:
+    """The module name `python -m` ran as `__main__`; None for a script or an interactive session."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None)
 
 
 def component_context(preload: list[str], single_thread: bool) -> BaseContext:

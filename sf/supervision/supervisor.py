@@ -255,12 +255,20 @@ class Supervisor:
         return not any(self.running(label) for label in self.children)
 
     # stop -----------------------------------------------------------------------------------------------------
-    def stop(self, reported: set[str], grace: float, crashed: bool, exit_wait_s: float) -> None:
+    def stop(
+        self,
+        reported: set[str],
+        grace: float,
+        crashed: bool,
+        exit_wait_s: float,
+        starting: frozenset[str] = frozenset(),
+    ) -> None:
         """The end of a run whose stop flag is set and whose final profiles were collected (those of `reported`):
-        kill what did not report, give the rest `exit_wait_s` to exit, end what the run left behind."""
+        kill what did not report, give the rest `exit_wait_s` to exit, end what the run left behind. `starting`: the
+        learners still starting up, which have trained nothing a kill could lose."""
         for label, child in self.children.items():
             if label not in reported and self.running(label):
-                log.warning("%s", _kill_warning(label, grace, crashed))
+                log.warning("%s", _kill_warning(label, grace, crashed, label in starting))
                 self._kill(child)
         deadline = time.monotonic() + exit_wait_s
         while time.monotonic() < deadline and not self.all_ended():
@@ -332,7 +340,9 @@ def _signal_name(code: int | str) -> str:
     return ""
 
 
-def _kill_warning(label: str, grace: float, crashed: bool) -> str:
+def _kill_warning(label: str, grace: float, crashed: bool, starting: bool = False) -> str:
+    if label.startswith("Learner") and starting:  # interrupted as it started: more time to stop would save nothing
+        return f"{label} did not stop within {grace:.0f} s, still starting (it had trained nothing): killing it"
     lost = (
         " (most likely in the middle of a training iteration; no final checkpoint)"
         if label.startswith("Learner")

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = family_named("atari").cfg_or_exit(argv, evaluation=True)
     if cfg.save_video and "fps" not in cfg.cli_args:
         cfg.fps = max(1, round(ATARI_FPS / merged_cfg(cfg).env_frameskip))
-    return enjoy(cfg)
+    status, _avg_reward = enjoy(cfg)
+    return status
 
 
 if __name__ == "__main__":

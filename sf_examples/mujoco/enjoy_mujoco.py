@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg.save_video = False
         else:
             log.info("rendering with MUJOCO_GL=%s", backend)
-    return enjoy(cfg)
+    status, _avg_reward = enjoy(cfg)
+    return status
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.save_video and "fps" not in cfg.cli_args:
         # one video frame per agent step: at the trained frameskip, this plays back at game speed
         cfg.fps = max(1, round(TICRATE / merged_cfg(cfg).env_frameskip))
-    return enjoy(cfg)
+    status, _avg_reward = enjoy(cfg)
+    return status
 
 
 if __name__ == "__main__":
