@@ -155,7 +155,7 @@ def _play(cfg, cli_cfg, env: EnvAdapter) -> int:
             if cfg.save_video and len(frames) < cfg.video_frames:
                 frames.append(env.render())
             batch = {k: torch.as_tensor(v, device=device).unsqueeze(0) for k, v in obs.items()}
-            out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
+            out = model.policy_step(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
             rnn = out.new_rnn_states if rnn is not None else None
             obs, reward, terminated, truncated, info = env.step(out.actions[0].cpu().numpy())
             episode_return += reward

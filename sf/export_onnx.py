@@ -55,15 +55,9 @@ class OnnxPolicy(nn.Module):
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         obs = dict(zip(self.obs_keys, inputs))
         rnn_states = inputs[len(self.obs_keys)] if self.model.rnn_state_size else None
-        core, new_rnn_states = self.model.forward_core(
-            self.model.forward_head(self.model.normalize_obs(obs)), rnn_states
-        )
-        action_logits, values = self.model.forward_tail(core)
-        if self.model.returns_normalizer is not None:
-            values = self.model.returns_normalizer.denormalize(values)
-        actions = self.model.action_distribution(action_logits).deterministic()
-        outputs = (actions, action_logits, values)
-        return (*outputs, new_rnn_states) if rnn_states is not None else outputs
+        out = self.model.policy_step(self.model.normalize_obs(obs), rnn_states, deterministic=True)
+        outputs = (out.actions, out.action_logits, out.values)
+        return (*outputs, out.new_rnn_states) if rnn_states is not None else outputs
 
 
 def input_names(info: EnvInfo, rnn_state_size: int) -> list[str]:

@@ -231,10 +231,9 @@ class Learner(Component):
     def _current_values(self, last_obs: dict[str, torch.Tensor], rnn_states: torch.Tensor) -> torch.Tensor:
         """V(s_T) in return space under the current weights and observation statistics."""
         model = self.model
-        core, _ = model.forward_core(
-            model.forward_head(model.normalize_obs(last_obs)), rnn_states if model.rnn_state_size > 0 else None
-        )
-        _, values = model.forward_tail(core)
+        head = model.forward_head(model.normalize_obs(last_obs))
+        core, _ = model.forward_core(head, rnn_states)  # [n, 0] without a recurrent core
+        values = model.forward_tail(core, values_only=True, sample_actions=False)["values"].reshape(-1)
         if model.returns_normalizer is not None:
             values = model.returns_normalizer.denormalize(values)
         return values
@@ -334,10 +333,11 @@ class Learner(Component):
                 core = model.forward_core_seq(head.view(n_mb, chunk, -1), h0, resets.float().view(n_mb, chunk))
                 core = core.reshape(n_mb * chunk, -1)
             else:
-                core, _ = model.forward_core(head, None)
+                core, _ = model.forward_core(head, head.new_zeros(len(head), 0))
         with self.timing.add_time("tail"):
-            logits, values = model.forward_tail(core)
-            dist = model.action_distribution(logits)
+            result = model.forward_tail(core, values_only=False, sample_actions=False)
+            values = result["values"].reshape(-1)
+            dist = model.action_distribution()
             log_prob = dist.log_prob(data["actions"].index_select(0, steps))
             entropy = dist.entropy()
             behaviour = model.action_distribution(data["old_action_logits"].index_select(0, steps))
