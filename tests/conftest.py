@@ -170,6 +170,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
     import torch
 
     from sf.cfg.arguments import cfg_to_dict
+    from sf.model.factory import custom_model_parts
     from sf.runtime.checkpoint import CheckpointManager
 
     exp_dir.mkdir(parents=True)
@@ -179,6 +180,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
         "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
         "env_steps": env_steps,
         "version": version,
+        "model_parts": custom_model_parts(model),
     }
     return CheckpointManager(exp_dir, 0, keep=2).save(state, version=version, env_steps=env_steps)
 

@@ -24,6 +24,7 @@ from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
+from sf.model.factory import custom_model_parts
 from sf.profiling import staleness
 from sf.runtime.checkpoint import CheckpointError, CheckpointManager, load_state
 from sf.runtime.event_loop import Component
@@ -396,6 +397,7 @@ class Learner(Component):
             "sgd_steps": self.sgd_steps,
             "best_performance": self.checkpoints.best_value,
             "lr": self.lr,
+            "model_parts": custom_model_parts(self.model),  # what a user registered, named when a load does not fit
         }
 
     def _on_save(self, msg: Save) -> None:
