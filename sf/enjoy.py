@@ -27,6 +27,7 @@ from sf.experiment.checkpoint import CheckpointError, CheckpointManager
 from sf.experiment.config_file import config_path, load_config
 from sf.huggingface.hub import HubError, push, stage
 from sf.huggingface.model_card import Score, command_line
+from sf.model.factory import custom_model_parts
 from sf.runner.build import build_model
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
@@ -114,6 +115,9 @@ def _load_policy(cfg, cli_cfg, model, device: str) -> dict:
         )
     mismatch = shape_mismatch(state["model"], model.state_dict())
     if mismatch:
+        unregistered = _unregistered_parts(state.get("model_parts"), custom_model_parts(model))
+        if unregistered:
+            raise ConfigError(_registration_message(checkpoints.dir, unregistered), flag="--experiment")
         raise ConfigError(_mismatch_message(cfg, cli_cfg, checkpoints.dir, mismatch), flag="--env")
     model.load_state_dict(state["model"])
     return state
@@ -129,6 +133,33 @@ def shape_mismatch(saved: dict, here: dict) -> list[str]:
         if shape_a != shape_b:
             lines.append(f"{name}: {shape_a} saved, {shape_b} here")
     return lines
+
+
+# the registration that makes each kind of part a training run recorded (`custom_model_parts`)
+_REGISTRATIONS = {
+    "actor-critic": "register_actor_critic_factory",
+    "encoder": "register_encoder_factory",
+    "core": "register_model_core_factory",
+    "decoder": "register_decoder_factory",
+}
+
+
+def _unregistered_parts(saved: list[str] | None, here: list[str]) -> list[str]:
+    """The parts the training run registered ("encoder PoolingEncoder") that this process built otherwise; none for
+    a checkpoint that does not say (older runs)."""
+    return [part for part in saved or [] if part not in here]
+
+
+def _registration_message(folder: Path, unregistered: list[str]) -> str:
+    needed = ", ".join(
+        f"global_model_factory().{_REGISTRATIONS[part.split(' ', 1)[0]]}(...) for {part.split(' ', 1)[1]}"
+        for part in unregistered
+    )
+    return (
+        f"--experiment: the checkpoint in {folder} was trained with {', '.join(unregistered)}, which this process "
+        f"has not registered: call {needed} before loading it, as the training script does (a script that registers "
+        "it and calls export_onnx(cfg, path) or enjoy(cfg); docs/customizing.md)"
+    )
 
 
 def _mismatch_message(cfg, cli_cfg, folder: Path, mismatch: list[str]) -> str:
@@ -164,7 +195,7 @@ def _play(cfg, cli_cfg, env: EnvAdapter) -> tuple[int, float]:
             if cfg.save_video and len(frames) < cfg.video_frames:
                 frames.append(env.render())
             batch = {k: torch.as_tensor(v, device=device).unsqueeze(0) for k, v in obs.items()}
-            out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
+            out = model.policy_step(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
             rnn = out.new_rnn_states if rnn is not None else None
             obs, reward, terminated, truncated, info = env.step(out.actions[0].cpu().numpy())
             episode_return += reward

@@ -31,7 +31,7 @@ from torch import nn
 
 from sf.cfg.arguments import make_parser
 from sf.enjoy import load_policy, merged_cfg
-from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env
 from sf.envs.families import family_of
 from sf.envs.spaces import EnvInfo
 from sf.utils.errors import ConfigError, error_line
@@ -55,15 +55,9 @@ class OnnxPolicy(nn.Module):
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         obs = dict(zip(self.obs_keys, inputs))
         rnn_states = inputs[len(self.obs_keys)] if self.model.rnn_state_size else None
-        core, new_rnn_states = self.model.forward_core(
-            self.model.forward_head(self.model.normalize_obs(obs)), rnn_states
-        )
-        action_logits, values = self.model.forward_tail(core)
-        if self.model.returns_normalizer is not None:
-            values = self.model.returns_normalizer.denormalize(values)
-        actions = self.model.action_distribution(action_logits).deterministic()
-        outputs = (actions, action_logits, values)
-        return (*outputs, new_rnn_states) if rnn_states is not None else outputs
+        out = self.model.policy_step(self.model.normalize_obs(obs), rnn_states, deterministic=True)
+        outputs = (out.actions, out.action_logits, out.values)
+        return (*outputs, out.new_rnn_states) if rnn_states is not None else outputs
 
 
 def input_names(info: EnvInfo, rnn_state_size: int) -> list[str]:
@@ -107,17 +101,44 @@ def write_onnx(model: nn.Module, info: EnvInfo, path: str | Path) -> Path:
 
 def export_onnx(cfg, f: str | Path) -> int:
     """Sample Factory's `export_onnx(cfg, f)`: the experiment's policy (as `--load_checkpoint_kind` picks it) to
-    the ONNX file `f`; returns the exit status."""
+    the ONNX file `f`; returns the exit status. Every error is one `sf: error:` line, as enjoy's: status 2 for what
+    the flags or this process's registrations ask for (no such experiment or checkpoint, an env or a model the
+    training script registered and this process has not, a checkpoint of another model), 1 when the export fails."""
     skip_final_collection()
     setup_logging(cfg.log_level)
-    cfg = merged_cfg(cfg)
-    env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig()), cfg.env_framestack)
-    info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
-    env.close()
-    model = load_policy(cfg, info, "cpu")  # traced on the CPU; the graph runs anywhere
-    path = write_onnx(model, info, f)
+    try:
+        merged = merged_cfg(cfg)
+        info = _env_info(merged)
+        model = load_policy(merged, info, "cpu", cli_cfg=cfg)  # traced on the CPU; the graph runs anywhere
+    except ConfigError as err:
+        print(error_line(err), file=sys.stderr)
+        return 2
+    try:
+        path = write_onnx(model, info, f)
+    except Exception as err:  # noqa: BLE001 - the tracer's or the file system's, said in one line as the others
+        cause = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        print(f"sf: error: cannot export {merged.experiment} to {f}: {type(err).__name__}: {cause}", file=sys.stderr)
+        return 1
     log.info("policy written to %s (inputs: %s)", path, ", ".join(input_names(info, model.rnn_state_size)))
     return 0
+
+
+def _env_info(cfg) -> EnvInfo:
+    """What the policy's inputs and outputs are, from one env of the experiment's (closed again)."""
+    try:
+        env = EnvAdapter(create_env(cfg.env, cfg, EnvConfig()), cfg.env_framestack)
+    except EnvNotFoundError as exc:
+        raise ConfigError(
+            f"--env: {exc}; an env a training script registers (register_env) is exported by a script that registers "
+            "it too and calls export_onnx(cfg, path) (docs/customizing.md, ONNX export)",
+            flag="--env",
+        ) from None
+    except UnsupportedSpaceError as exc:
+        raise ConfigError(f"--env: {exc}", flag="--env") from None
+    try:
+        return EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip)
+    finally:
+        env.close()
 
 
 def add_export_args(parser: argparse.ArgumentParser) -> None:
@@ -137,11 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(ConfigError("--env is required", flag="--env")), file=sys.stderr)
         return 2
     cfg = family_of(known.env).cfg_or_exit(argv, evaluation=True, add_args=add_export_args)
-    try:
-        return export_onnx(cfg, cfg.onnx_path or f"{cfg.experiment}.onnx")
-    except ConfigError as err:  # no such experiment, no checkpoint, one of another env: as enjoy says it
-        print(error_line(err), file=sys.stderr)
-        return 2
+    return export_onnx(cfg, cfg.onnx_path or f"{cfg.experiment}.onnx")
 
 
 if __name__ == "__main__":

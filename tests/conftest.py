@@ -203,6 +203,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
 
     from sf.cfg.arguments import cfg_to_dict
     from sf.experiment.checkpoint import CheckpointManager
+    from sf.model.factory import custom_model_parts
 
     exp_dir.mkdir(parents=True)
     (exp_dir / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))
@@ -211,6 +212,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
         "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
         "env_steps": env_steps,
         "version": version,
+        "model_parts": custom_model_parts(model),
     }
     return CheckpointManager(exp_dir, 0, keep=2).save(state, version=version, env_steps=env_steps)
 

@@ -109,7 +109,8 @@ def _play(env_name: str, cfg, model, info: EnvInfo) -> list[dict]:
             core, new_rnn = model.forward_core(
                 model.forward_head(model.normalize_obs(batch)), rnn if model.rnn_state_size else None
             )
-            logits, values = model.forward_tail(core)
+            tail = model.forward_tail(core)
+            logits, values = tail["action_logits"], tail["values"]
             values = model.returns_normalizer.denormalize(values)
             actions = model.action_distribution(logits).deterministic()
             records.append(

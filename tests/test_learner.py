@@ -80,7 +80,7 @@ def hand_built_batch(model, seed: int = 1, versions: tuple = (0, 0, 0, 0)) -> di
         core, _ = model.forward_core(
             model.forward_head({"obs": flat}), rnn_states[:, :T].reshape(N * T, -1) if model.rnn_state_size else None
         )
-        logits, _ = model.forward_tail(core)
+        logits = model.forward_tail(core)["action_logits"]
     behaviour = logits + 0.3 * torch.randn(logits.shape, generator=gen)
     actions = torch.stack([torch.randint(0, 3, (N * T,), generator=gen).float(), torch.randn(N * T, generator=gen)], 1)
     dones = torch.zeros(N, T)
@@ -154,7 +154,8 @@ def current_outputs(model, obs: torch.Tensor, rnn_states: torch.Tensor, resets: 
     h = rnn_states[:, 0] if model.rnn_state_size else None
     for t in range(T):
         core, h_next = model.forward_core(model.forward_head({"obs": obs[:, t]}), h)
-        p, v = model.forward_tail(core)
+        tail = model.forward_tail(core)
+        p, v = tail["action_logits"], tail["values"]
         params.append(p)
         values.append(v)
         if h is not None:
@@ -209,7 +210,9 @@ def test_prepare_and_loss_match_hand_computation(tmp_path, use_rnn, vtrace):
     valids = torch.tensor([[True] * T, [False] * T, [True] * T, [False, False, True, True]])
     assert torch.equal(data["valids"], valids.reshape(-1))
     with torch.no_grad():
-        bootstrap = model({"obs": batch["obs"]["obs"][:, T]}, batch["rnn_states"][:, T] if use_rnn else None).values
+        bootstrap = model.policy_step(
+            {"obs": batch["obs"]["obs"][:, T]}, batch["rnn_states"][:, T] if use_rnn else None
+        ).values
         values = torch.cat([batch["values"][:, :T], bootstrap.unsqueeze(1)], 1)
         rewards = batch["rewards"] + GAMMA * batch["values"][:, :T] * batch["time_outs"] * batch["dones"]
     torch.testing.assert_close(data["bootstrap_values"], bootstrap)

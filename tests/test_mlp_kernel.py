@@ -95,7 +95,7 @@ def test_kernel_step_matches_the_torch_model(name):
     obs = {"obs": buffers.obs["obs"][slots, steps]}
     with torch.no_grad():
         model = worker.model
-        out = model(model.normalize_obs(obs), None)
+        out = model.policy_step(model.normalize_obs(obs), None)
         dist = model.action_distribution(t["action_logits"][slots, steps])
         torch.testing.assert_close(t["action_logits"][slots, steps], out.action_logits, rtol=1e-5, atol=2e-6)
         torch.testing.assert_close(t["values"][slots, steps], out.values, rtol=1e-5, atol=2e-5)
@@ -146,7 +146,7 @@ def test_new_weights_reach_the_kernel_with_the_policy_version():
     worker.flush()
     after = buffers.tensors["action_logits"][0, 0]
     with torch.no_grad():
-        out = worker.model(worker.model.normalize_obs({"obs": buffers.obs["obs"][:1, 0]}), None)
+        out = worker.model.policy_step(worker.model.normalize_obs({"obs": buffers.obs["obs"][:1, 0]}), None)
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, out.action_logits[0], rtol=1e-5, atol=2e-6)
 

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from sf.envs.spaces import ActionSpec, action_space_from_spec, obs_space_from_spec
-from sf.model import ActorCritic, create_actor_critic
+from sf.model import create_actor_critic
+from sf.model.actor_critic import builtin_actor_critic
 from sf.model.cores import RnnCore
 from sf.model.encoders import ConvEncoder
 
@@ -73,7 +74,7 @@ def test_vector_obs_discrete_shapes(use_rnn, share):
     model = create_actor_critic(VECTOR_SPEC, ActionSpec((4,), 0), config)
     assert model.rnn_state_size == (24 * (1 if share else 2) if use_rnn else 0)
     h = torch.zeros(5, model.rnn_state_size) if use_rnn else None
-    out = model(model.normalize_obs(vector_obs(5)), h)
+    out = model.policy_step(model.normalize_obs(vector_obs(5)), h)
     assert out.actions.shape == (5, 1) and out.log_prob.shape == (5,) and out.values.shape == (5,)
     assert out.action_logits.shape == (5, 4)
     assert out.new_rnn_states.shape == (5, model.rnn_state_size)
@@ -128,7 +129,7 @@ def test_dict_obs_concatenates_per_key_encoders_mixed_actions():
     model = create_actor_critic(spec, action_spec, cfg(use_rnn=True, rnn_type="lstm"))
     assert model.encoders[0].out_size == 512 + 16
     obs = {"image": torch.randint(0, 256, (4, *DOOM_SHAPE), dtype=torch.uint8), "measurements": torch.randn(4, 5)}
-    out = model(model.normalize_obs(obs), torch.zeros(4, model.rnn_state_size))
+    out = model.policy_step(model.normalize_obs(obs), torch.zeros(4, model.rnn_state_size))
     assert model.rnn_state_size == 2 * 24
     assert out.actions.shape == (4, action_spec.flat_dim)
     assert out.action_logits.shape == (4, action_spec.num_logits + action_spec.continuous_dim) == (4, 9)
@@ -145,7 +146,7 @@ def test_gaussian_stddev_fixed_and_adaptive():
     obs = vector_obs(8)
     fixed = create_actor_critic(VECTOR_SPEC, spec, cfg(initial_stddev=0.5))
     assert fixed.log_std.shape == (3,) and fixed.num_action_params == 6
-    params, _ = fixed.forward_tail(head_features(fixed, obs))
+    params = fixed.forward_tail(head_features(fixed, obs))["action_logits"]
     x = head_features(fixed, obs)
     torch.testing.assert_close(params[:, :3], x @ fixed.action_head.weight.t() + fixed.action_head.bias)
     torch.testing.assert_close(params[:, 3:], torch.full((8, 3), math.log(0.5)))
@@ -154,7 +155,7 @@ def test_gaussian_stddev_fixed_and_adaptive():
     # state-dependent: the head's last 3 outputs are log stds, initial_stddev plays no part (as in Sample Factory)
     adaptive = create_actor_critic(VECTOR_SPEC, spec, cfg(adaptive_stddev=True, initial_stddev=0.5))
     assert adaptive.log_std is None and adaptive.num_action_params == 6
-    params, _ = adaptive.forward_tail(head_features(adaptive, obs))
+    params = adaptive.forward_tail(head_features(adaptive, obs))["action_logits"]
     x = head_features(adaptive, obs)
     torch.testing.assert_close(params, x @ adaptive.action_head.weight.t() + adaptive.action_head.bias)
     torch.testing.assert_close(adaptive.action_distribution(params).std, params[:, 3:].exp())
@@ -172,7 +173,7 @@ def test_continuous_tanh_scale_bounds_means():
     obs = {"obs": torch.randn(64, 7) * 10}
     with torch.no_grad():
         model.action_head.weight.mul_(1000.0)
-        params, _ = model.forward_tail(head_features(model, obs))
+        params = model.forward_tail(head_features(model, obs))["action_logits"]
         raw = head_features(model, obs) @ model.action_head.weight.t() + model.action_head.bias
     torch.testing.assert_close(params[:, :2], 0.1 * torch.tanh(raw / 0.1))
     assert raw.abs().max() > 1.0  # the squashing did bite
@@ -182,8 +183,8 @@ def test_values_are_denormalized_in_policy_output():
     model = create_actor_critic(VECTOR_SPEC, ActionSpec((3,), 0), cfg(normalize_returns=True))
     model.returns_normalizer.update(torch.tensor([10.0, 20.0, 30.0]))
     obs = model.normalize_obs(vector_obs(6))
-    _, normalized = model.forward_tail(model.forward_head(obs))
-    out = model(obs, None)
+    normalized = model.forward_tail(model.forward_head(obs))["values"]
+    out = model.policy_step(obs, None)
     torch.testing.assert_close(out.values, model.returns_normalizer.denormalize(normalized))
     assert not torch.allclose(out.values, normalized)
 
@@ -294,11 +295,11 @@ def test_state_dict_round_trip_reproduces_outputs_and_statistics():
     source.normalize_obs(obs, update=True)
     source.returns_normalizer.update(torch.randn(50) * 4)
     torch.manual_seed(4)
-    target = ActorCritic(obs_space_from_spec(spec), action_space_from_spec(ActionSpec((3,), 2)), config)
+    target = builtin_actor_critic(obs_space_from_spec(spec), action_space_from_spec(ActionSpec((3,), 2)), config)
     target.load_state_dict(source.state_dict())
     assert "obs_normalizer.stats.a__b.mean" in source.state_dict()
     h = torch.randn(6, source.rnn_state_size)
-    expected, actual = (m(m.normalize_obs(obs), h, deterministic=True) for m in (source, target))
+    expected, actual = (m.policy_step(m.normalize_obs(obs), h, deterministic=True) for m in (source, target))
     for field in ("actions", "log_prob", "values", "action_logits", "new_rnn_states"):
         torch.testing.assert_close(getattr(actual, field), getattr(expected, field))
 

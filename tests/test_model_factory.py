@@ -15,7 +15,7 @@ from torch import nn
 from sf.cfg.arguments import default_cfg
 from sf.envs.spaces import ActionSpec, action_space_from_spec, action_spec_from_space, obs_space_from_spec
 from sf.experiment.checkpoint import CheckpointManager
-from sf.model.actor_critic import ActorCritic
+from sf.model.actor_critic import ActorCriticSharedWeights
 from sf.model.cores import ModelCore, RnnCore, default_make_core_func, recurrent_state_size
 from sf.model.decoders import Decoder, default_make_decoder_func
 from sf.model.encoders import Encoder, ObsEncoder, default_make_encoder_func
@@ -94,7 +94,7 @@ def test_sf_parts_are_the_first_entries_and_build_the_model_sf_always_built():
     assert factory.make_model_decoder_func is default_make_decoder_func
     assert factory.make_actor_critic_func is default_make_actor_critic_func
     model = create_actor_critic({"obs": ((4,), np.dtype(np.float32))}, ACTIONS, cfg())
-    assert type(model) is ActorCritic and isinstance(model.encoders[0], ObsEncoder)
+    assert type(model) is ActorCriticSharedWeights and isinstance(model.encoders[0], ObsEncoder)
     assert model.custom_parts == {} and custom_model_parts(model) == []
     assert MlpPolicyKernel.of(model) is not None
 
@@ -122,7 +122,8 @@ def test_a_registered_encoder_is_the_model_encoder_and_its_checkpoint_round_trip
     loaded = create_actor_critic(SPEC, ACTIONS, cfg())
     with torch.no_grad():
         assert not torch.equal(
-            loaded.forward_tail(loaded.forward_head(batch))[0], model.forward_tail(model.forward_head(batch))[0]
+            loaded.forward_tail(loaded.forward_head(batch))["action_logits"],
+            model.forward_tail(model.forward_head(batch))["action_logits"],
         )
         loaded.load_state_dict(torch.load(path, weights_only=True)["model"])
         expected = model.forward_tail(model.forward_head(model.normalize_obs(batch)))
@@ -173,15 +174,16 @@ def test_two_branches_of_a_registered_core_keep_their_own_state():
     assert out.shape == (4, 16)
 
 
-class TwoHeads(ActorCritic):
-    """A whole actor-critic of one's own: sf's, with the value read from the actor's features scaled by two."""
+class TwoHeads(ActorCriticSharedWeights):
+    """A whole actor-critic of one's own: sf's, with its values scaled by two."""
 
     def __init__(self, cfg, obs_space, action_space):
-        super().__init__(obs_space, action_space, cfg)
+        super().__init__(None, obs_space, action_space, cfg)
 
-    def forward_tail(self, core_out):
-        logits, values = super().forward_tail(core_out)
-        return logits, 2.0 * values
+    def forward_tail(self, core_output, values_only=False, sample_actions=False):
+        result = super().forward_tail(core_output, values_only, sample_actions)
+        result["values"] = 2.0 * result["values"]
+        return result
 
 
 def test_a_registered_actor_critic_replaces_the_model():
@@ -189,7 +191,9 @@ def test_a_registered_actor_critic_replaces_the_model():
     model = create_actor_critic(SPEC, ACTIONS, cfg())
     assert type(model) is TwoHeads and custom_model_parts(model) == ["actor-critic TwoHeads"]
     core = model.forward_head(obs(3))
-    assert torch.equal(model.forward_tail(core)[1], 2.0 * ActorCritic.forward_tail(model, core)[1])
+    assert torch.equal(
+        model.forward_tail(core)["values"], 2.0 * ActorCriticSharedWeights.forward_tail(model, core)["values"]
+    )
     global_model_factory().register_actor_critic_factory(lambda cfg, obs_space, action_space: nn.Linear(2, 2))
     with pytest.raises(TypeError, match=r"returned Linear; it must return an sf.model.actor_critic.ActorCritic"):
         create_actor_critic(SPEC, ACTIONS, cfg())
@@ -216,7 +220,7 @@ def test_registered_parts_are_rows_of_the_tree_that_runs_them():
     global_model_factory().register_decoder_factory(DoublingDecoder)
     model = create_actor_critic(SPEC, ACTIONS, cfg())
     timing = Timing("Learner 0")
-    model(model.normalize_obs(obs(2)), None)  # outside the block: nothing recorded anywhere
+    model.policy_step(model.normalize_obs(obs(2)), None)  # outside the block: nothing recorded anywhere
     with model.parts_timed_by(timing), timing.add_time("forward_head"):
         model.forward_head(obs(2))
     with timing.add_time("tail"), model.parts_timed_by(timing):

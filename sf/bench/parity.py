@@ -187,7 +187,8 @@ def collect(model, envs: list, rollout: int, seed: int) -> dict:
             x = torch.from_numpy(np.stack(obs))
             batch["obs"]["obs"][:, t] = x
             core, _ = model.forward_core(model.forward_head(model.normalize_obs({"obs": x})), None)
-            logits, normalized = model.forward_tail(core)
+            tail = model.forward_tail(core)
+            logits, normalized = tail["action_logits"], tail["values"]
             batch["values_normalized"][:, t] = normalized
             batch["values"][:, t] = model.returns_normalizer.denormalize(normalized)
             if t == t_max:

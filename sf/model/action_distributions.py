@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from sf.envs.spaces import ActionSpec
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# Sample Factory keeps the Gaussian's stddev inside [1e-4, 1e4]
+LOG_STD_MIN, LOG_STD_MAX = math.log(1e-4), math.log(1e4)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,15 @@ class ActionDistribution:
             self.mean = logits[:, num_discrete_logits:]
             self.log_std = log_std.expand_as(self.mean)
             self.std = self.log_std.exp()
+
+    @classmethod
+    def from_params(cls, spec: ActionSpec, params: torch.Tensor) -> ActionDistribution:
+        """The distribution of sf's parameter layout [B, num_logits + continuous_dim]: the categorical logits, the
+        Gaussian means, then one log stddev per continuous dimension (clamped to Sample Factory's stddev range)."""
+        if not spec.continuous_dim:
+            return cls(spec, params)
+        log_std = params[:, spec.num_logits :].clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return cls(spec, params[:, : spec.num_logits], log_std)
 
     def _join(self, categorical: list[torch.Tensor], continuous: torch.Tensor | None) -> torch.Tensor:
         parts = [c.float() for c in categorical] + ([continuous] if continuous is not None else [])
@@ -120,6 +131,13 @@ class ActionDistribution:
             mean_term = ((self.mean - other.mean) / other.std).square()
             terms.append(0.5 * (var_ratio + mean_term - 1.0 - var_ratio.log()).sum(-1))
         return _sum(terms)
+
+    # Sample Factory's names, for a model or a loss written against its distributions
+    def kl_divergence(self, other: ActionDistribution) -> torch.Tensor:
+        return self.kl(other)
+
+    def symmetric_kl_with_uniform_prior(self) -> torch.Tensor:
+        return self.symmetric_kl_to_uniform()
 
 
 def _sum(terms: list[torch.Tensor]) -> torch.Tensor:

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 
 from sf.model.model_utils import ModelModule
+from sf.model.sequences import run_packed
+from sf.utils.logging import log
 
 
 def recurrent_state_size(cfg) -> int:
@@ -33,11 +35,30 @@ def step_through(core: nn.Module, x: torch.Tensor, h0: torch.Tensor, dones: torc
     return torch.stack(outs, dim=1)
 
 
+def sequences_or_steps(owner: nn.Module, core, x: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+    """x [N, T, F] through `core(input, state)` as Sample Factory's learner runs a core: once, over a PackedSequence
+    of the window's episode pieces (`sf.model.sequences`). A core written for one step at a time, which fails on a
+    PackedSequence, is said once in the log and stepped through from then on (`step_through`). Returns [N, T, F2]."""
+    if not getattr(owner, "_steps_only", False):
+        try:
+            return run_packed(core, x, h0, dones)
+        except Exception as error:  # noqa: BLE001 - whatever a one-step core raises on a sequence; the steps re-raise
+            owner._steps_only = True
+            log.info(
+                "%s does not take a PackedSequence (%s: %s): the learner runs it one step at a time",
+                type(owner).__name__,
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+            )
+    return step_through(core, x, h0, dones)
+
+
 class ModelCore(ModelModule):
     """Features [B, F] and the state [B, state_size] -> (output [B, get_out_size()], new state [B, state_size]).
     A registered core factory is called as `factory(cfg, input_size)`. The state is one flat float tensor per env,
-    `recurrent_state_size(cfg)` floats unless the core sets `state_size` itself; the learner runs a core over a
-    trajectory one step at a time unless it overrides `forward_seq`."""
+    `recurrent_state_size(cfg)` floats unless the core sets `state_size` itself. In the learner, as in Sample
+    Factory, `forward` gets whole sequences: a `PackedSequence` of episode pieces and their first states
+    [pieces, state_size] (`forward_seq`); a core that fails on one is run one step at a time."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -48,7 +69,7 @@ class ModelCore(ModelModule):
         return self.core_output_size
 
     def forward_seq(self, x: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
-        return step_through(self, x, h0, dones)
+        return sequences_or_steps(self, self, x, h0, dones)
 
 
 class IdentityCore(nn.Module):

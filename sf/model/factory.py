@@ -17,7 +17,12 @@ from dataclasses import dataclass, fields, replace
 from torch import nn
 
 from sf.envs.spaces import ActionSpec, ObsSpec, action_space_from_spec, obs_space_from_spec
-from sf.model.actor_critic import ActorCritic
+from sf.model.actor_critic import (
+    ActorCritic,
+    ActorCriticSeparateWeights,
+    ActorCriticSharedWeights,
+    builtin_actor_critic,
+)
 from sf.model.cores import default_make_core_func
 from sf.model.decoders import default_make_decoder_func
 from sf.model.encoders import default_make_encoder_func
@@ -30,8 +35,10 @@ MakeDecoderFunc = Callable[[Config, int], nn.Module]
 
 
 def default_make_actor_critic_func(cfg: Config, obs_space: ObsSpace, action_space: ActionSpace) -> ActorCritic:
-    """sf's actor-critic, its encoder, core and decoder made by the functions registered in the global factory."""
-    return ActorCritic(obs_space, action_space, cfg, global_model_factory())
+    """sf's actor-critic (`ActorCriticSharedWeights` or `ActorCriticSeparateWeights`, as
+    `--actor_critic_share_weights` says), its encoder, core and decoder made by the functions registered in the
+    global factory."""
+    return builtin_actor_critic(obs_space, action_space, cfg, global_model_factory())
 
 
 @dataclass
@@ -95,7 +102,8 @@ def create_actor_critic(obs_spec: ObsSpec, action_spec: ActionSpec, cfg: Config)
 
 def custom_model_parts(model: ActorCritic) -> list[str]:
     """What in `model` a user registered, for the log: ["actor-critic MyModel"], ["encoder CustomEncoder"], []."""
-    whole = [] if type(model) is ActorCritic else [f"actor-critic {type(model).__name__}"]
+    builtin = type(model) in (ActorCriticSharedWeights, ActorCriticSeparateWeights)
+    whole = [] if builtin else [f"actor-critic {type(model).__name__}"]
     return whole + [f"{stage} {name}" for stage, name in getattr(model, "custom_parts", {}).items()]
 
 

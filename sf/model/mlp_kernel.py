@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from sf.model.activations import Activation, fast_elu, fast_tanh
-from sf.model.actor_critic import LOG_STD_MAX, LOG_STD_MIN, ActorCritic
+from sf.model.actor_critic import LOG_STD_MAX, LOG_STD_MIN, ActorCriticSharedWeights
 from sf.model.cores import IdentityCore
 from sf.model.encoders import MlpEncoder
 
@@ -154,7 +154,7 @@ class MlpPolicyKernel:
     @staticmethod
     def of(model: nn.Module) -> MlpPolicyKernel | None:
         """The kernel for `model`, or None when it is not sf's single-branch MLP policy over one float vector."""
-        if type(model) is not ActorCritic or model.custom_parts or len(model.encoders) != 1:
+        if type(model) is not ActorCriticSharedWeights or model.custom_parts or len(model.encoders) != 1:
             return None
         encoders = model.encoders[0].encoders
         if (
@@ -173,7 +173,7 @@ class MlpPolicyKernel:
             return None
         return MlpPolicyKernel(model, key, linears, acts.pop())
 
-    def __init__(self, model: ActorCritic, key: str, linears: list[nn.Linear], act_code: int):
+    def __init__(self, model: ActorCriticSharedWeights, key: str, linears: list[nn.Linear], act_code: int):
         self.model = model
         self.stats = model.obs_normalizer._stats_by_key.get(key)
         self.dense = [*linears, model.action_head, model.value_head]

@@ -116,7 +116,7 @@ class InferenceWorker(Component):
                     rnn = rnn.to(self.device, non_blocking=True) if rnn is not None else None
                 obs = self.model.normalize_obs(obs)
             with timing.add_time("forward"), self.model.parts_timed_by(timing):
-                out = self.model(obs, rnn)
+                out = self.model.policy_step(obs, rnn)
             with timing.add_time("prepare_outputs"):
                 with timing.add_time("to_cpu"):
                     actions, log_prob, values = out.actions.cpu(), out.log_prob.cpu(), out.values.cpu()

@@ -29,6 +29,7 @@ from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
 from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_shared, load_state
+from sf.model.factory import custom_model_parts
 from sf.profiling import staleness
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import (
@@ -247,10 +248,9 @@ class Learner(Component):
     def _current_values(self, last_obs: dict[str, torch.Tensor], rnn_states: torch.Tensor) -> torch.Tensor:
         """V(s_T) in return space under the current weights and observation statistics."""
         model = self.model
-        core, _ = model.forward_core(
-            model.forward_head(model.normalize_obs(last_obs)), rnn_states if model.rnn_state_size > 0 else None
-        )
-        _, values = model.forward_tail(core)
+        head = model.forward_head(model.normalize_obs(last_obs))
+        core, _ = model.forward_core(head, rnn_states)  # [n, 0] without a recurrent core
+        values = model.forward_tail(core, values_only=True, sample_actions=False)["values"].reshape(-1)
         if model.returns_normalizer is not None:
             values = model.returns_normalizer.denormalize(values)
         return values
@@ -350,10 +350,11 @@ class Learner(Component):
                 core = model.forward_core_seq(head.view(n_mb, chunk, -1), h0, resets.float().view(n_mb, chunk))
                 core = core.reshape(n_mb * chunk, -1)
             else:
-                core, _ = model.forward_core(head, None)
+                core, _ = model.forward_core(head, head.new_zeros(len(head), 0))
         with self.timing.add_time("tail"):
-            logits, values = model.forward_tail(core)
-            dist = model.action_distribution(logits)
+            result = model.forward_tail(core, values_only=False, sample_actions=False)
+            values = result["values"].reshape(-1)
+            dist = model.action_distribution()
             log_prob = dist.log_prob(data["actions"].index_select(0, steps))
             entropy = dist.entropy()
             behaviour = model.action_distribution(data["old_action_logits"].index_select(0, steps))
@@ -412,6 +413,7 @@ class Learner(Component):
             "sgd_steps": self.sgd_steps,
             "best_performance": self.checkpoints.best_value,
             "lr": self.lr,
+            "model_parts": custom_model_parts(self.model),  # what a user registered, named when a load does not fit
         }
 
     def _on_save(self, msg: Save) -> None:
