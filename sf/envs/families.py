@@ -107,6 +107,15 @@ _FAMILIES: dict[str, EnvFamily] = {
             defaults="sf_examples.atari.atari_envs:atari_defaults",
         ),
         EnvFamily(
+            "tensor_envs",
+            "tensor_",
+            "sf_examples.tensor_envs.train_tensor_env",
+            None,
+            "sf_examples.tensor_envs.tensor_envs:register_tensor_envs",
+            defaults="sf_examples.tensor_envs.tensor_envs:tensor_env_defaults",
+            add_args="sf_examples.tensor_envs.tensor_envs:add_tensor_env_args",
+        ),
+        EnvFamily(
             "custom_env",
             "goal_gate",
             "sf_examples.custom_env.train_custom_env",
