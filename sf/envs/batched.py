@@ -141,7 +141,9 @@ def batched_source(env: Any) -> TensorEnvSource | GymVectorSource | EnvPoolSourc
         return GymVectorSource(env)
     if hasattr(env, "all_env_ids") and hasattr(env, "config"):  # EnvPool's envs share no base class
         if env.is_async:
-            raise UnsupportedSpaceError("--batched_sampling steps an EnvPool in its sync mode: make it with batch_size=num_envs")
+            raise UnsupportedSpaceError(
+                "--batched_sampling steps an EnvPool in its sync mode: make it with batch_size=num_envs"
+            )
         return EnvPoolSource(env)
     if hasattr(env, "num_agents"):
         return TensorEnvSource(env)
@@ -204,7 +206,9 @@ class BatchedEnvs:
         self.agents = first.num_agents
         for source in sources:
             if source.num_agents != self.agents:
-                raise UnsupportedSpaceError(f"batched env objects differ in copies: {source.num_agents} != {self.agents}")
+                raise UnsupportedSpaceError(
+                    f"batched env objects differ in copies: {source.num_agents} != {self.agents}"
+                )
         self.obs_spec: ObsSpec = batched_obs_spec(first.observation_space)
         self.action_spec: ActionSpec = action_spec_from_space(first.action_space)
         if not isinstance(first.action_space, (spaces.Discrete, spaces.Box)) or (

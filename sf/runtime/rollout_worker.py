@@ -24,12 +24,11 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
-from itertools import chain, repeat
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from itertools import chain, repeat
 
 import numpy as np
-
 import torch
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
@@ -184,7 +183,9 @@ class RolloutWorker(Component):
         make = create_batched_envs if cfg.batched_sampling else create_vector_env
         self.vector = make(cfg.env, cfg, config)
         if getattr(self.vector, "agents", 1) != agents:
-            raise RuntimeError(f"the env objects of {cfg.env!r} have {self.vector.agents} copies, not {agents} as probed")
+            raise RuntimeError(
+                f"the env objects of {cfg.env!r} have {self.vector.agents} copies, not {agents} as probed"
+            )
         # per copy of the worker (env i's copy a is row i * agents + a): what its running episode has summed so far
         self.row_return = np.zeros(n * agents, np.float64)
         self.row_len = np.zeros(n * agents, np.int64)
@@ -299,7 +300,7 @@ class RolloutWorker(Component):
         """`_step_envs` for a vector env: one batch step of the split's envs (env objects, with batched sampling),
         then every buffer write and the episode statistics as array operations over the split's rows; only the
         trajectory bookkeeping stays per env (object)."""
-        b, T, timing, agents = self.buffers, self.T, self.timing, self.agents
+        b, T, timing = self.buffers, self.T, self.timing
         starts = np.array([self.slot[i] for i in stepping])
         slots, steps = self._group_rows(starts, np.array([self.t[i] for i in stepping]))
         with timing.add_time("copy_out"):

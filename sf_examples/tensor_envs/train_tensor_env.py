@@ -1,4 +1,4 @@
-"""Train a tensor env with batched sampling: `python -m sf_examples.tensor_envs.train_tensor_env --env=tensor_cartpole`."""
+"""Train a tensor env, batched: `python -m sf_examples.tensor_envs.train_tensor_env --env=tensor_cartpole`."""
 
 from __future__ import annotations
 
