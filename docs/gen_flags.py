@@ -98,7 +98,11 @@ def reference() -> str:
         if title == EVALUATION_GROUP:
             title += " (enjoy scripts only)"
         sections += [f"### {title}", "", *table(actions), ""]
-    families = ((DOOM_TITLE, add_doom_args), (PETTINGZOO_TITLE, add_pettingzoo_args), (TENSOR_TITLE, add_tensor_env_args))
+    families = (
+        (DOOM_TITLE, add_doom_args),
+        (PETTINGZOO_TITLE, add_pettingzoo_args),
+        (TENSOR_TITLE, add_tensor_env_args),
+    )
     for title, add_args in families:
         family_parser = make_parser(add_args=add_args)
         family = [a for a in family_parser._actions if _is_flag(a) and a.dest not in known]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-
 LAYOUT_FLAGS = (
     "num_workers",
     "num_envs_per_worker",
