@@ -114,6 +114,7 @@ def validate_cfg(cfg: Namespace) -> None:
         )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    _check_batched(cfg)
     envs = cfg.num_workers * cfg.num_envs_per_worker
     if not cfg.async_rl and envs % cfg.num_policies:
         raise ConfigError(
@@ -127,7 +128,6 @@ def validate_cfg(cfg: Namespace) -> None:
             "needs --envpool=True or --batched_sampling=True and a value >= 1",
             flag="--env_agents",
         )
-    _check_batched(cfg)
     if cfg.pbt_perturb_max < cfg.pbt_perturb_min:
         raise ConfigError(
             f"--pbt_perturb_max: must be >= --pbt_perturb_min ({cfg.pbt_perturb_min}), got {cfg.pbt_perturb_max}",

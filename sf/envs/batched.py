@@ -137,14 +137,14 @@ class EnvPoolSource:
 
 def batched_source(env: Any) -> TensorEnvSource | GymVectorSource | EnvPoolSource:
     """The env object as one of the kinds above."""
-    if isinstance(env, gymnasium.vector.VectorEnv):
-        return GymVectorSource(env)
-    if hasattr(env, "all_env_ids") and hasattr(env, "config"):  # EnvPool's envs share no base class
+    if hasattr(env, "all_env_ids") and hasattr(env, "config"):  # EnvPool's (a VectorEnv whose reset takes no mask)
         if env.is_async:
             raise UnsupportedSpaceError(
                 "--batched_sampling steps an EnvPool in its sync mode: make it with batch_size=num_envs"
             )
         return EnvPoolSource(env)
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        return GymVectorSource(env)
     if hasattr(env, "num_agents"):
         return TensorEnvSource(env)
     if isinstance(env, gymnasium.Env):

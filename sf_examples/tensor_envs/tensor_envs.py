@@ -88,7 +88,8 @@ class TensorCartPole(TensorEnv):
 
     def __init__(self, num_agents: int, device: str = "cpu", seed: int | None = None):
         super().__init__(num_agents, device, seed)
-        high = np.array([self.x_limit * 2, np.finfo(np.float32).max, self.theta_limit * 2, np.finfo(np.float32).max])
+        inf = np.finfo(np.float32).max
+        high = np.array([self.x_limit * 2, inf, self.theta_limit * 2, inf], dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Discrete(2)
 
