@@ -4,6 +4,7 @@ batches; observations into the buffers in one copy; learning in serial and paral
 from __future__ import annotations
 
 import json
+import re
 
 import gymnasium
 import numpy as np
@@ -243,6 +244,14 @@ def test_tensor_cartpole_learns_in_serial_batched_mode(tmp_path, shm_before):
     summary = learned(tmp_path, "serial", "--serial_mode=True", "--train_for_env_steps=200000", "--seed=1")
     assert summary["status"] == "ok" and summary["avg_episode_reward"]["0"] >= SOLVED
     assert "final_abs_x" in summary["episode_extra_stats"]["0"]
+    played = run_sf(
+        ["--env=tensor_cartpole", "--device=cpu", f"--train_dir={tmp_path}", "--experiment=serial"],
+        module="sf_examples.tensor_envs.enjoy_tensor_env",
+        timeout=120,
+    )
+    assert played.returncode == 0, played.stderr[-2000:]
+    average = re.search(r"Avg episode reward: ([\d.]+) over (\d+) episodes", played.stdout + played.stderr)
+    assert average and float(average.group(1)) >= SOLVED and int(average.group(2)) >= 5
     assert not shm_leaked(shm_before)
 
 

@@ -110,7 +110,7 @@ _FAMILIES: dict[str, EnvFamily] = {
             "tensor_envs",
             "tensor_",
             "sf_examples.tensor_envs.train_tensor_env",
-            None,
+            "sf_examples.tensor_envs.enjoy_tensor_env",
             "sf_examples.tensor_envs.tensor_envs:register_tensor_envs",
             defaults="sf_examples.tensor_envs.tensor_envs:tensor_env_defaults",
             add_args="sf_examples.tensor_envs.tensor_envs:add_tensor_env_args",
