@@ -116,6 +116,15 @@ _FAMILIES: dict[str, EnvFamily] = {
             add_args="sf_examples.tensor_envs.tensor_envs:add_tensor_env_args",
         ),
         EnvFamily(
+            "brax",
+            "brax_",
+            "sf_examples.brax.train_brax",
+            "sf_examples.brax.enjoy_brax",
+            "sf_examples.brax.brax_envs:register_brax_envs",
+            defaults="sf_examples.brax.brax_envs:brax_defaults",
+            add_args="sf_examples.brax.brax_envs:add_brax_args",
+        ),
+        EnvFamily(
             "custom_env",
             "goal_gate",
             "sf_examples.custom_env.train_custom_env",
