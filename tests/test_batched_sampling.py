@@ -16,12 +16,8 @@ from sf.cfg.arguments import parse_full_cfg
 from sf.envs.batched import BatchedEnvs, EnvPoolSource, GymVectorSource, batched_source
 from sf.envs.registry import register_env
 from sf.utils.errors import ConfigError
-from sf_examples.tensor_envs.tensor_envs import (
-    TensorCartPole,
-    TensorPendulum,
-    register_tensor_envs,
-    tensor_env_defaults,
-)
+from sf_examples.tensor_envs.tensor_envs import register_tensor_envs, tensor_env_defaults
+from sf_examples.tensor_envs.torch_classic import TensorCartPole, TensorPendulum
 
 TRAIN = "sf_examples.tensor_envs.train_tensor_env"
 SOLVED = 400.0  # docs/environments.md: tensor_cartpole's threshold (gymnasium's CartPole-v1 ends at 500)
