@@ -7,19 +7,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
 
 
-class TensorEnv:
+class TensorEnv(gymnasium.Env):
     """What the two envs share: copies, device, a time limit per copy, the step counters and the auto-reset."""
 
     max_episode_steps: int
 
     def __init__(self, num_agents: int, device: str = "cpu", seed: int | None = None):
         self.num_agents = num_agents
-        self.is_multiagent = False  # copies of one env, not agents of a game (Sample Factory's flag)
+        self.is_multiagent = True  # Sample Factory's flag for an env of several rows (its IsaacGym envs set it)
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63))
