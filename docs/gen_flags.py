@@ -2,8 +2,8 @@
 cannot drift from the code: `python docs/gen_flags.py > /tmp/flags.md`, then paste it under "Flag reference".
 
 One table per argument group of `sf.cfg.arguments.make_parser(evaluation=True)`, then the flags that
-`sf_examples.vizdoom.doom_envs.add_doom_args` adds for the VizDoom scripts and `sf.envs.pettingzoo_env` for the
-PettingZoo one.
+`sf_examples.vizdoom.doom_envs.add_doom_args` adds for the VizDoom scripts, `sf.envs.pettingzoo_env` for the
+PettingZoo one, `sf_examples.tensor_envs.tensor_envs` for the tensor envs and `sf_examples.brax.brax_envs` for Brax.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from sf.cfg.arguments import make_parser, str2bool
 from sf.envs.pettingzoo_env import add_pettingzoo_args
+from sf_examples.brax.brax_envs import add_brax_args
+from sf_examples.tensor_envs.tensor_envs import add_tensor_env_args
 from sf_examples.vizdoom.doom_envs import add_doom_args
 
 # Defaults computed from the machine the script runs on would make the page differ per machine.
@@ -22,6 +24,8 @@ MACHINE_DEPENDENT = {"num_workers": "CPU cores"}
 EVALUATION_GROUP = "evaluation"
 DOOM_TITLE = "VizDoom (train_vizdoom, enjoy_vizdoom)"
 PETTINGZOO_TITLE = "PettingZoo (train_pettingzoo)"
+TENSOR_TITLE = "Tensor envs (train_tensor_env, enjoy_tensor_env)"
+BRAX_TITLE = "Brax (train_brax, enjoy_brax)"
 
 _METAVAR_TYPES = {"BOOL": "bool", "INT": "int", "FLOAT": "float", "STR": "str"}  # how sf's own flags are declared
 _PARSER_TYPES = {str2bool: "bool", int: "int", float: "float"}  # flags added by examples, without a metavar
@@ -96,7 +100,13 @@ def reference() -> str:
         if title == EVALUATION_GROUP:
             title += " (enjoy scripts only)"
         sections += [f"### {title}", "", *table(actions), ""]
-    for title, add_args in ((DOOM_TITLE, add_doom_args), (PETTINGZOO_TITLE, add_pettingzoo_args)):
+    families = (
+        (DOOM_TITLE, add_doom_args),
+        (PETTINGZOO_TITLE, add_pettingzoo_args),
+        (TENSOR_TITLE, add_tensor_env_args),
+        (BRAX_TITLE, add_brax_args),
+    )
+    for title, add_args in families:
         family_parser = make_parser(add_args=add_args)
         family = [a for a in family_parser._actions if _is_flag(a) and a.dest not in known]
         sections += [f"### {title}", "", *table(family), ""]

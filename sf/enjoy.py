@@ -20,9 +20,11 @@ import torch
 
 from sf.cfg.arguments import resolve_device
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env
+from sf.envs.batched import BatchedEnvs, create_batched_envs
 from sf.envs.episodes import reported_episode
 from sf.envs.families import family_of
 from sf.envs.spaces import EnvInfo
+from sf.envs.vector import VectorConfig
 from sf.experiment.checkpoint import CheckpointError, CheckpointManager
 from sf.experiment.config_file import config_path, load_config
 from sf.huggingface.hub import HubError, push, stage
@@ -64,12 +66,12 @@ def enjoy(cli_cfg) -> tuple[int, float]:
     setup_logging(cli_cfg.log_level)
     try:
         cfg = merged_cfg(cli_cfg)
-        env = _make_env(cfg)
+        env = _make_batched_env(cfg) if cfg.batched_sampling else _make_env(cfg)
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return 2, math.nan
     try:
-        return _play(cfg, cli_cfg, env)
+        return (_play_batched if cfg.batched_sampling else _play)(cfg, cli_cfg, env)
     except ConfigError as err:
         print(error_line(err), file=sys.stderr)
         return 2, math.nan
@@ -85,6 +87,14 @@ def _make_env(cfg) -> EnvAdapter:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         return EnvAdapter(create_env(cfg.env, cfg, EnvConfig(), render_mode=render_mode), cfg.env_framestack)
+    except (EnvNotFoundError, UnsupportedSpaceError) as exc:
+        raise ConfigError(f"--env: {exc}", flag="--env") from None
+
+
+def _make_batched_env(cfg) -> BatchedEnvs:
+    """One env object of the run's batched env (`--batched_sampling`), its copies all playing."""
+    try:
+        return create_batched_envs(cfg.env, cfg, VectorConfig(worker_index=0, num_envs=1, first_env_id=0))
     except (EnvNotFoundError, UnsupportedSpaceError) as exc:
         raise ConfigError(f"--env: {exc}", flag="--env") from None
 
@@ -210,6 +220,46 @@ def _play(cfg, cli_cfg, env: EnvAdapter) -> tuple[int, float]:
                 obs = env.reset()
                 if rnn is not None:
                     rnn.zero_()
+    return _finish(cfg, cli_cfg, returns, frames)
+
+
+def _play_batched(cfg, cli_cfg, env: BatchedEnvs) -> int:
+    """`_play` for a batched env: every copy of one env object plays, and episodes count in the order they end.
+    The video shows what the env's `render()` draws (the first copy, for the tensor and Brax examples)."""
+    episodes_wanted = int(cfg.max_num_episodes) if "max_num_episodes" in cli_cfg.cli_args else DEFAULT_EPISODES
+    device = resolve_device(cfg)
+    model = load_policy(cfg, EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip), device, cli_cfg)
+    render = getattr(env.sources[0].env, "render", None) if cfg.save_video else None
+    frames: list[np.ndarray] = []
+    returns: list[float] = []
+    running = np.zeros(env.agents, np.float64)
+    ids = np.zeros(1, np.int32)
+    obs = env.reset()
+    rnn = torch.zeros(env.agents, model.rnn_state_size, device=device) if model.rnn_state_size else None
+    total_frames = 0
+    with torch.no_grad():
+        while len(returns) < episodes_wanted and total_frames < cfg.max_num_frames:
+            if render is not None and len(frames) < cfg.video_frames:
+                frames.append(render())
+            batch = {k: torch.as_tensor(v).to(device) for k, v in obs.items()}
+            out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
+            rnn = out.new_rnn_states if rnn is not None else None
+            step = env.step(ids, out.actions.cpu().numpy())
+            obs = step.obs
+            running += step.rewards
+            total_frames += env.frameskip * env.agents
+            ended = np.flatnonzero(step.terminated | step.truncated)
+            for k in ended.tolist():
+                returns.append(float(running[k]))
+                log.info("episode %d: reward %.3f", len(returns), running[k])
+            running[ended] = 0.0
+            if rnn is not None and len(ended):
+                rnn[torch.as_tensor(ended)] = 0.0
+    return _finish(cfg, cli_cfg, returns, frames)
+
+
+def _finish(cfg, cli_cfg, returns: list[float], frames: list[np.ndarray]) -> int:
+    """The average, the video and the push to the Hub, after either way of playing."""
     if returns:
         log.info("Avg episode reward: %.3f over %d episodes", float(np.mean(returns)), len(returns))
     video = None

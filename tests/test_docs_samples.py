@@ -314,7 +314,7 @@ def error_output(tmp_path_factory) -> str:
         patch.setattr(registry, "_VECTOR_REGISTRY", {})  # as in a fresh gymnasium-family process: no EnvPool envs
         register_env("int_box_actions", lambda *args, **kwargs: IntBoxActions())
         with pytest.raises(SystemExit):
-            family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--batched_sampling=True", train_dir])
+            family_named("gym").cfg_or_exit(["--env=CartPole-v1", "--optimizer=lamb", train_dir])
         assert run_rl(family_named("gym").cfg_or_exit(["--env=CartPol-v1", train_dir])) == 2
         assert run_rl(parse_full_cfg(["--env=int_box_actions", train_dir])) == 2
         with pytest.raises(SystemExit):

@@ -110,7 +110,7 @@ def test_refused_flag_exits_with_status_2_and_one_line():
             "-m",
             "sf_examples.train_gym_env",
             "--env=CartPole-v1",
-            "--batched_sampling=True",
+            "--optimizer=lamb",
             "--train_dir=/nonexistent/never_created",
         ],
         cwd=ROOT,
@@ -119,7 +119,7 @@ def test_refused_flag_exits_with_status_2_and_one_line():
         timeout=60,
     )
     assert result.returncode == 2
-    assert result.stderr.strip().count("\n") == 0 and "--batched_sampling=True is not supported" in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "--optimizer=lamb is not supported" in result.stderr
 
 
 def _python() -> list[str]:

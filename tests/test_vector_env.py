@@ -124,7 +124,7 @@ def test_first_episodes_cut_as_on_the_per_env_path():
 def test_env_agents_fill_each_workers_pool():
     cfg = parse_full_cfg(["--env=atari_breakout", "--envpool=True", "--env_agents=16"], defaults=atari_defaults)
     assert cfg.num_envs_per_worker == 16
-    with pytest.raises(ConfigError, match="needs --envpool=True"):
+    with pytest.raises(ConfigError, match="needs --envpool=True or --batched_sampling=True"):
         parse_full_cfg(["--env=atari_breakout", "--env_agents=16"], defaults=atari_defaults)
 
 

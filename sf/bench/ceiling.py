@@ -6,7 +6,9 @@ workers than cores is still measured against the whole machine. Each process is 
 is (spawn, one math thread, pinned round robin), creates its envs, and after all are ready steps them round robin
 for a fixed time. No network, no inference, no learner: the FPS a framework could reach if its own cost were zero.
 With `--envpool` each process steps its envs as one EnvPool, a split per call, as its rollout worker would. A
-multi-agent env's step counts a frame per agent, as training counts them (and Sample Factory does).
+multi-agent env's step counts a frame per agent, as training counts them (and Sample Factory does). With
+`--batched_sampling` each process steps its env objects, a split per call, and every copy's step is a frame: the
+bare vectorized env with random actions.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sf.envs import EnvAdapter, EnvConfig
+from sf.envs.batched import create_batched_envs
 from sf.envs.families import EnvFamily
 from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
@@ -67,7 +70,7 @@ def _step_envs(cfg, family: EnvFamily, index: int, num_envs: int, seconds: float
     # one thread on one core each, as a rollout worker of a parallel run
     apply_process_settings(Namespace(**{**vars(cfg), "env_threads": 1}), "rollout", index)
     family.register_envs(cfg.env)
-    if cfg.envpool:
+    if cfg.envpool or cfg.batched_sampling:
         _step_vector_env(cfg, index, num_envs, seconds, go, results)
         return
     plain = Namespace(**{**vars(cfg), "env_framestack": 1})  # the simulator alone: no frame stacking
@@ -108,18 +111,22 @@ def round_stepper(envs: list[EnvAdapter | MultiAgentAdapter], actions: np.ndarra
 
 
 def _step_vector_env(cfg, index: int, num_envs: int, seconds: float, go, results) -> None:
-    """The same with the process's envs in one vector env (EnvPool), stepped a split at a time as a worker does."""
-    env = create_vector_env(cfg.env, cfg, VectorConfig(index, num_envs, index * num_envs))
+    """The same with the process's envs in one vector env (EnvPool; batched env objects of many copies each),
+    stepped a split at a time as a worker does."""
+    make = create_batched_envs if cfg.batched_sampling else create_vector_env
+    env = make(cfg.env, cfg, VectorConfig(index, num_envs, index * num_envs))
     env.reset()
+    copies = getattr(env, "agents", 1)
     per_split = max(1, num_envs // cfg.worker_num_splits)
     groups = [np.arange(start, start + per_split, dtype=np.int32) for start in range(0, num_envs, per_split)]
-    actions = random_actions(env.action_spec, 4096 + per_split, np.random.default_rng(index))
+    rows = per_split * copies
+    actions = random_actions(env.action_spec, 4096 + rows, np.random.default_rng(index))
 
     def step_round(steps: int) -> int:
         for k, group in enumerate(groups):
-            at = (steps + k * per_split) % 4096
-            env.step(group, actions[at : at + per_split])
-        return len(groups) * per_split
+            at = (steps + k * rows) % 4096
+            env.step(group, actions[at : at + rows])
+        return len(groups) * rows
 
     try:
         _timed_rounds(step_round, env.frameskip, index, seconds, go, results)

@@ -5,7 +5,8 @@ bottleneck means:
 
 - simulation-bound: envs are the limit, so step more of them at once: more rollout workers up to the cores,
   fewer workers than there are cores' worth of processes when oversubscribed, double buffering, batched stepping
-  (where the runtime has it: `--batched_sampling=True` is refused while sf has no vectorized sampler);
+  (only where allowed: `--batched_sampling=True` changes what the env factory must return, a batched env object,
+  so the tuner keeps the run's own value unless told otherwise);
 - inference-bound: each forward pass is too small or too slow: larger requests (more envs per worker, fewer
   splits), inference in processes of its own that batch every worker's requests, and more inference workers;
 - communication-bound: the per-message cost dominates: no messages per step at all (inference in the rollout
@@ -17,8 +18,6 @@ bottleneck means:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-
-from sf.cfg.unsupported import UNSUPPORTED
 
 LAYOUT_FLAGS = (
     "num_workers",
@@ -73,7 +72,7 @@ class Limits:
     max_envs_per_worker: int = 256
     max_total_envs: int = 512
     serial: bool = False  # serial mode: one process, so no process counts to tune
-    batched_sampling: bool = "batched_sampling" not in UNSUPPORTED  # whether the runtime accepts True
+    batched_sampling: bool = False  # whether to propose True: only an env whose factory returns a batched object can
 
     def allows(self, layout: Layout) -> bool:
         return (

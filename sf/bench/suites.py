@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from sf.envs.families import family_of
 from sf.envs.registry import create_env
 
@@ -32,6 +34,7 @@ CEILING_S = 10.0  # seconds the all-core ceiling steps before each repeat
 class Suite:
     flags: tuple[str, ...]
     train_module: str | None = None  # when not the family's own (e.g. the EnvPool variant of a family)
+    sample_factory_script: str | None = None  # run by Sample Factory's python instead of the module (repo-relative)
 
     @property
     def env(self) -> str:
@@ -137,6 +140,34 @@ SUITES: dict[str, Suite] = {
     "ant": Suite(
         ("--env=mujoco_ant", "--serial_mode=True", "--async_rl=False", "--device=cpu", "--train_for_env_steps=100000"),
     ),
+    # a torch env of 1,024 copies stepped in one call (--batched_sampling), the same class under both frameworks:
+    # Sample Factory's side registers it through a launcher (sf/bench/tensor_env_sample_factory.py)
+    "tensor_pendulum": Suite(
+        (
+            "--env=tensor_pendulum",
+            "--env_agents=1024",
+            "--batched_sampling=True",
+            "--serial_mode=True",
+            "--async_rl=False",
+            "--num_workers=1",
+            "--num_envs_per_worker=1",
+            "--worker_num_splits=1",
+            "--device=cpu",
+            "--use_rnn=False",
+            "--encoder_mlp_layers",
+            "64",
+            "64",
+            "--nonlinearity=tanh",
+            "--rollout=32",
+            "--batch_size=8192",
+            "--num_batches_per_epoch=4",
+            "--num_epochs=4",
+            "--decorrelate_experience_max_seconds=0",
+            "--benchmark=True",
+            "--train_for_env_steps=1000000",
+        ),
+        sample_factory_script="sf/bench/tensor_env_sample_factory.py",
+    ),
 }
 
 
@@ -177,11 +208,14 @@ class Result:
         return (sum(self.sf_fps) / len(self.sf_fps)) / (sum(self.sample_factory_fps) / len(self.sample_factory_fps))
 
 
-def run_training(python: str, suite: Suite, extra: list[str], cwd: Path) -> tuple[float, dict]:
+def run_training(
+    python: str, suite: Suite, extra: list[str], cwd: Path, script: str | None = None
+) -> tuple[float, dict]:
     """One training run in a fresh folder; returns the overall FPS it printed last and its summary.json (empty
-    when it wrote none, as Sample Factory's runs)."""
+    when it wrote none, as Sample Factory's runs). `script`: a file to run instead of the suite's module."""
     with tempfile.TemporaryDirectory(prefix="sf_benchmark_") as train_dir:
-        cmd = [python, "-m", suite.module, *suite.flags, *extra, f"--train_dir={train_dir}", "--experiment=bench"]
+        entry = [script] if script is not None else ["-m", suite.module]
+        cmd = [python, *entry, *suite.flags, *extra, f"--train_dir={train_dir}", "--experiment=bench"]
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         summary_path = Path(train_dir) / "bench" / "summary.json"
         summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
@@ -206,6 +240,8 @@ def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
     """Steps per second of one env with random actions in this process: the simulator's own ceiling per core (the
     env as its family's factory builds it without a config: its own defaults)."""
     family_of(suite.env).register_envs(suite.env)
+    if "--batched_sampling=True" in suite.flags:
+        return _bare_batched_rate(suite, seconds)
     env = create_env(suite.env, None)
     env.reset(seed=0)
     steps, start = 0, time.perf_counter()
@@ -214,6 +250,24 @@ def bare_env_rate(suite: Suite, seconds: float = 5.0) -> float:
         steps += 1
         if terminated or truncated:
             env.reset()
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def _bare_batched_rate(suite: Suite, seconds: float) -> float:
+    """The same for a batched env: copies stepped per second by its own `step` with one fixed batch of random
+    actions, nothing of sf between the calls."""
+    from sf.bench.env_command import resolve
+
+    _, cfg = resolve(list(suite.flags))
+    env = create_env(suite.env, cfg)
+    env.reset()
+    actions = np.stack([env.action_space.sample() for _ in range(env.num_agents)])
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(actions)
+        steps += env.num_agents
     rate = steps / (time.perf_counter() - start)
     env.close()
     return rate
@@ -269,7 +323,10 @@ def run_suite(args: argparse.Namespace) -> int:
             result.precision = summary.get("precision") or result.precision
             print(f"run {i}: sf {result.sf_fps[-1]:.1f} FPS", flush=True)
             if args.sample_factory:
-                result.sample_factory_fps.append(run_training(args.sample_factory, suite, args.extra, sf_cwd)[0])
+                script = str(repo / suite.sample_factory_script) if suite.sample_factory_script else None
+                result.sample_factory_fps.append(
+                    run_training(args.sample_factory, suite, args.extra, sf_cwd, script)[0]
+                )
                 print(f"run {i}: Sample Factory {result.sample_factory_fps[-1]:.1f} FPS", flush=True)
     if result.ratio is not None:
         print(f"ratio sf / Sample Factory: {result.ratio:.2f}x")

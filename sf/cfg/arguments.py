@@ -196,7 +196,14 @@ def _placement_flags(g: _Group) -> None:
         "run every component in the main process on one event loop "
         "(profilers see everything); implies --async_rl=False",
     )
-    g.boolean("batched_sampling", False, _only("batched_sampling"))
+    g.boolean(
+        "batched_sampling",
+        False,
+        "each env object steps many copies in one call and returns tensors (IsaacGym / Isaac Lab style torch envs, "
+        "Brax, gymnasium's vector API, EnvPool): a rollout worker steps its env objects, moves observations, "
+        "actions and rewards as whole tensors and keeps episode statistics vectorized; each worker collects for "
+        "one policy (worker index modulo --num_policies), as in Sample Factory",
+    )
     g.integer("num_batches_to_accumulate", 2, "training batches the batcher may have ready ahead of the learner")
     g.integer(
         "worker_num_splits",
@@ -402,8 +409,18 @@ def _model_flags(g: _Group) -> None:
 
 def _env_flags(g: _Group) -> None:
     g.boolean("use_env_info_cache", False, _only("use_env_info_cache"))
-    g.boolean("env_gpu_actions", False, _only("env_gpu_actions"))
-    g.boolean("env_gpu_observations", True, _only("env_gpu_observations"))
+    g.boolean(
+        "env_gpu_actions",
+        False,
+        "with --batched_sampling: the env takes actions as a torch tensor on --device (False: a numpy array on the "
+        "CPU); without a GPU the tensor stays on the CPU",
+    )
+    g.boolean(
+        "env_gpu_observations",
+        True,
+        "with --batched_sampling: an env on the GPU keeps its observations there until they are copied into the "
+        "trajectory buffers in one copy; without a GPU nothing changes",
+    )
     g.integer("env_frameskip", 1, "env frames per agent step (action repeat); frame counts include them")
     g.integer(
         "env_framestack",
@@ -447,8 +464,9 @@ def _env_flags(g: _Group) -> None:
     g.integer(
         "env_agents",
         -1,
-        "with --envpool: envs in each EnvPool (Sample Factory's name): a rollout worker steps --num_envs_per_worker "
-        "x --env_agents envs in its one pool (-1: --num_envs_per_worker alone)",
+        "copies each env object steps (Sample Factory's name). With --envpool: envs in each EnvPool, a rollout "
+        "worker steps --num_envs_per_worker x --env_agents envs in its one pool (-1: --num_envs_per_worker alone); "
+        "with --batched_sampling: read by the env's factory (the tensor and Brax examples; -1: the family's default)",
     )
 
 

@@ -23,16 +23,7 @@ class Unsupported:
 UNSUPPORTED: dict[str, Unsupported] = {
     "algo": Unsupported("APPO", "sf implements APPO only; leave --algo out"),
     "optimizer": Unsupported("adam", "sf trains with Adam only (tune it with --adam_eps, --adam_beta1, --adam_beta2)"),
-    "batched_sampling": Unsupported(
-        False,
-        "sf has no batched sampler; a worker already sends one request per group of envs "
-        "(tune --worker_num_splits and --num_envs_per_worker instead; --envpool=True steps each group in one call)",
-    ),
     "actor_worker_gpus": Unsupported([], "sf's rollout workers run their envs on the CPU; leave the list empty"),
-    "env_gpu_actions": Unsupported(False, "sf's envs take actions as numpy arrays on the CPU; leave it False"),
-    "env_gpu_observations": Unsupported(
-        True, "sf's envs return observations on the CPU and inference moves them to --device; leave it out"
-    ),
     "use_env_info_cache": Unsupported(
         False, "sf probes the env's spaces once per run in the main process; leave it False"
     ),

@@ -114,6 +114,7 @@ def validate_cfg(cfg: Namespace) -> None:
         )
     if cfg.serial_mode and cfg.async_rl:
         raise ConfigError("--async_rl: must be False with --serial_mode=True", flag="--async_rl")
+    _check_batched(cfg)
     envs = cfg.num_workers * cfg.num_envs_per_worker
     if not cfg.async_rl and envs % cfg.num_policies:
         raise ConfigError(
@@ -121,10 +122,10 @@ def validate_cfg(cfg: Namespace) -> None:
             f"policy its own envs, so --num_workers * --num_envs_per_worker ({envs}) must be a multiple of it",
             flag="--num_policies",
         )
-    if cfg.env_agents != -1 and (cfg.env_agents < 1 or not cfg.envpool):
+    if cfg.env_agents != -1 and (cfg.env_agents < 1 or not (cfg.envpool or cfg.batched_sampling)):
         raise ConfigError(
-            f"--env_agents={cfg.env_agents}: sf trains single-agent envs; the flag sets the envs of each EnvPool and "
-            "needs --envpool=True and a value >= 1",
+            f"--env_agents={cfg.env_agents}: the flag sets the copies of each EnvPool or batched env object and "
+            "needs --envpool=True or --batched_sampling=True and a value >= 1",
             flag="--env_agents",
         )
     if cfg.pbt_perturb_max < cfg.pbt_perturb_min:
@@ -190,4 +191,22 @@ def _check_paths(cfg: Namespace) -> None:
             f"--experiment: must be a folder name inside --train_dir (no '..', '.' or absolute path), "
             f"got {cfg.experiment!r}",
             flag="--experiment",
+        )
+
+
+def _check_batched(cfg: Namespace) -> None:
+    """What `--batched_sampling=True` cannot run with (Sample Factory's limits of its batched sampler)."""
+    if not cfg.batched_sampling:
+        return
+    if cfg.envpool:
+        raise ConfigError(
+            "--envpool=True steps sf's own EnvPool families one env at a time per split; with --batched_sampling=True "
+            "the env factory returns the pool itself (an EnvPool object is taken as is): leave one of them out",
+            flag="--envpool",
+        )
+    if not cfg.async_rl and cfg.num_policies > 1:
+        raise ConfigError(
+            "--batched_sampling=True gives each rollout worker one policy; a synchronous run (--async_rl=False) with "
+            f"--num_policies={cfg.num_policies} deals envs to policies one by one: use --async_rl=True or one policy",
+            flag="--num_policies",
         )

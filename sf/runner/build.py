@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from sf.envs import EnvConfig
+from sf.envs.batched import create_batched_envs
 from sf.envs.multi_agent import MultiAgentAdapter, open_env
 from sf.envs.registry import create_vector_env
 from sf.envs.spaces import EnvInfo
@@ -36,7 +37,10 @@ from sf.utils.roles import policy_queue_name
 
 def probe_env(cfg) -> EnvInfo:
     """Open one env to learn its spaces; a missing env, an unsupported space or a flag the action space cannot
-    honour fails here, before any process starts. With `--envpool` the env is a vector env of one."""
+    honour fails here, before any process starts. With `--envpool` the env is a vector env of one; with
+    `--batched_sampling` one env object, whose copies count as agents (a slot each)."""
+    if cfg.batched_sampling:
+        return _probe_batched(cfg)
     if cfg.envpool:
         env = create_vector_env(cfg.env, cfg, VectorConfig(worker_index=-1, num_envs=1, first_env_id=0))
     else:
@@ -61,12 +65,22 @@ def probe_env(cfg) -> EnvInfo:
     return info
 
 
+def _probe_batched(cfg) -> EnvInfo:
+    env = create_batched_envs(cfg.env, cfg, VectorConfig(worker_index=-1, num_envs=1, first_env_id=0))
+    try:
+        info = EnvInfo(env.obs_spec, env.action_spec, env.reward_scale, env.frameskip, num_agents=env.agents)
+    finally:
+        env.close()
+    _check_multi_agent(cfg, info.num_agents)
+    return info
+
+
 def _check_multi_agent(cfg, num_agents: int) -> None:
     """What a multi-agent env cannot run with, said before anything starts."""
     per_version = trajectories_per_batch(cfg)
     if not cfg.async_rl and per_version % num_agents:
         raise ConfigError(
-            f"--async_rl=False trains on whole rounds of an env's {num_agents} agents: "
+            f"--async_rl=False trains on whole rounds of an env's {num_agents} agents (copies of a batched env): "
             f"--batch_size * --num_batches_per_epoch / --rollout ({per_version} trajectories) must be a multiple of "
             f"{num_agents}",
             flag="--batch_size",

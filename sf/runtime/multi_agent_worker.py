@@ -32,12 +32,10 @@ class MultiAgentRolloutWorker(RolloutWorker):
     def on_start(self) -> None:
         layout = self.buffers.layout
         self.agents = agents = layout.agents_per_env
-        self.first_row = layout.first_slot(self.idx)
         rows = self.num_envs * agents
         self.agent_return = [0.0] * rows  # per agent of the worker: env i's agent a is entry i * agents + a
         self.agent_len = [0] * rows
         self.agent_active = [True] * rows  # whether the agent acts in its next step
-        self.returned: dict[int, int] = {}  # group -> slots of it released so far
         cfg = self.cfg
         self.mixing = cfg.pbt_mix_policies_in_one_env and cfg.num_policies > 1 and cfg.async_rl
         seed = None if cfg.seed is None else cfg.seed * 7919 + 104_729 + self.idx
@@ -199,27 +197,3 @@ class MultiAgentRolloutWorker(RolloutWorker):
         for a in range(agents):
             finished.setdefault(self.agent_pending_policy[first + a], []).append(old + a)
         self.pending[i] = -1
-
-    def _carry_over(self, old: int, new: int) -> None:
-        b, T, agents = self.buffers, self.T, self.agents
-        for arr in b.obs_np.values():
-            arr[new : new + agents, 0] = arr[old : old + agents, T]
-        b.np["rnn_states"][new : new + agents, 0] = b.np["rnn_states"][old : old + agents, T]
-
-    def _clear_step_flags(self, slot: int) -> None:
-        self.buffers.np["dones"][slot : slot + self.agents] = 0.0
-        self.buffers.np["time_outs"][slot : slot + self.agents] = 0.0
-
-    def _reusable(self, slots: list[int]) -> list[int]:
-        """A group is free again once the batcher has released every agent's slot of it (they may go to different
-        batches)."""
-        free, agents, returned = [], self.agents, self.returned
-        for s in slots:
-            group = s - (s - self.first_row) % agents
-            count = returned.get(group, 0) + 1
-            if count == agents:
-                del returned[group]
-                free.append(group)
-            else:
-                returned[group] = count
-        return free

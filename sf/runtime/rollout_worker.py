@@ -11,6 +11,12 @@ first: simulators that release the GIL while they compute (MuJoCo) then use more
 With a vector env (`--envpool=True`, `sf.envs.vector`) the worker's envs are one object instead: a split is one batch
 step of it (the `env_step/batch_step` scope), written into the buffers with array operations; the per-env
 bookkeeping after it is the same. The choice is made once, at start.
+
+With `--batched_sampling=True` (`sf.envs.batched`) the same vector path steps env objects of `agents` copies each:
+an env object's copies fill `agents` consecutive slots taken and given back together (the layout of a multi-agent
+env), its actions leave the buffers in one gather (`copy_out`), its observations enter them in one tensor copy per
+object (`overhead/copy_in`), and returns, lengths and episode ends are kept per copy in arrays; the Python loops run
+per env object, never per copy.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from itertools import chain, repeat
 
 import numpy as np
+import torch
 
 from sf.envs import EnvAdapter, EnvConfig, create_env
+from sf.envs.batched import create_batched_envs
 from sf.envs.episodes import NO_INFO, EpisodeRecord, episode_record
 from sf.envs.registry import create_vector_env, env_shm_names
 from sf.envs.training_info import find_reward_shaping_interface, find_training_info_interface, training_info
@@ -77,6 +86,8 @@ class RolloutWorker(Component):
         cfg, n = self.cfg, self.num_envs
         layout = self.buffers.layout
         first_slot = layout.first_slot(self.idx)
+        self.agents = layout.agents_per_env  # slots per env, taken and given back together
+        self.first_row = first_slot
         self.free = deque(range(first_slot, first_slot + layout.slots_per_worker, layout.agents_per_env))
         self.envs: list[EnvAdapter] = []
         self.rng = random.Random(None if cfg.seed is None else cfg.seed * 7919 + self.idx)
@@ -91,6 +102,7 @@ class RolloutWorker(Component):
         self.ep_return = [0.0] * n
         self.ep_len = [0] * n
         self.episodes: dict[int, list[EpisodeRecord]] = {}
+        self.returned: dict[int, int] = {}  # group -> its slots released so far (envs of several slots)
         self.need_slot: deque[tuple[int, int]] = deque()  # (env, finished slot)
         self.parked: set[int] = set()
         self.version = list(self.start_versions or [0] * cfg.num_policies)
@@ -98,7 +110,7 @@ class RolloutWorker(Component):
         self.reward_shaping: dict[int, dict | None] = {}  # policy -> its scheme, once population-based training set one
         self.env_pool = (
             ThreadPoolExecutor(cfg.env_threads - 1, thread_name_prefix=f"{self.name}-env")
-            if cfg.env_threads > 1 and not cfg.envpool
+            if cfg.env_threads > 1 and not cfg.envpool and not cfg.batched_sampling
             else None
         )
         self.env_stats = cfg.use_record_episode_statistics
@@ -118,7 +130,7 @@ class RolloutWorker(Component):
             with self.timing.add_time("wait_decorrelation"):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
         with self.timing.add_time("init_envs"), self._recording_shm_names():
-            if cfg.envpool:
+            if cfg.envpool or cfg.batched_sampling:
                 self._start_vector_env()
             else:
                 self._start_envs()
@@ -166,8 +178,17 @@ class RolloutWorker(Component):
     def _start_vector_env(self) -> None:
         """One vector env holds the worker's envs, in env order. They start together; with
         --decorrelate_by_truncation their first episodes are cut as on the per-env path (no random steps here)."""
-        cfg, n = self.cfg, self.num_envs
-        self.vector = create_vector_env(cfg.env, cfg, VectorConfig(self.idx, n, self.global_env[0]))
+        cfg, n, agents = self.cfg, self.num_envs, self.agents
+        config = VectorConfig(self.idx, n, self.global_env[0])
+        make = create_batched_envs if cfg.batched_sampling else create_vector_env
+        self.vector = make(cfg.env, cfg, config)
+        if getattr(self.vector, "agents", 1) != agents:
+            raise RuntimeError(
+                f"the env objects of {cfg.env!r} have {self.vector.agents} copies, not {agents} as probed"
+            )
+        # per copy of the worker (env i's copy a is row i * agents + a): what its running episode has summed so far
+        self.row_return = np.zeros(n * agents, np.float64)
+        self.row_len = np.zeros(n * agents, np.int64)
         obs = self.vector.reset()
         limit = self.vector.max_episode_steps
         if cfg.decorrelate_envs_on_one_worker and cfg.decorrelate_by_truncation and limit:
@@ -178,16 +199,19 @@ class RolloutWorker(Component):
             self.slot[i] = slot
             self.policy[i] = self._draw_policy(i)
             self.ready[self.split_of[i]].append(i)
-        for key, rows in obs.items():
-            self.buffers.obs_np[key][slots, 0] = rows
-        self.buffers.np["rnn_states"][slots, 0] = 0.0
-        self.buffers.np["traj_time"][slots, 0] = time.monotonic()
+            self._clear_step_flags(slot)
+        self._write_obs_rows(obs, list(range(n)), 0)
+        rows, steps = self._group_rows(np.array(slots), np.zeros(n, np.int64))
+        self.buffers.np["rnn_states"][rows, 0] = 0.0
+        self.buffers.np["traj_time"][rows, 0] = time.monotonic()
 
     def _draw_policy(self, i: int) -> int:
         """The policy env i acts for next: drawn at random, or with --async_rl=False fixed by the env's global index
         (Sample Factory's rule), so that every policy's batch is dealt over envs of its own."""
         if self.cfg.num_policies == 1:
             return 0
+        if self.cfg.batched_sampling:  # Sample Factory's batched sampler: a worker collects for one policy
+            return self.idx % self.cfg.num_policies
         if self.sync:
             return self.global_env[i] % self.cfg.num_policies
         return self.rng.randrange(self.cfg.num_policies)
@@ -228,10 +252,15 @@ class RolloutWorker(Component):
 
     def _hand_over(self, i: int, finished: dict[int, list[int]]) -> None:
         """Env i's finished trajectory has its bootstrap value now (the first of its new slot): to the batcher."""
-        old, T = self.pending[i], self.T
+        old, T, agents = self.pending[i], self.T, self.agents
         values_np = self.buffers.np["values"]
-        values_np[old, T] = values_np[self.slot[i], 0]
-        finished.setdefault(self.pending_policy[i], []).append(old)
+        if agents == 1:
+            values_np[old, T] = values_np[self.slot[i], 0]
+            finished.setdefault(self.pending_policy[i], []).append(old)
+        else:
+            new = self.slot[i]
+            values_np[old : old + agents, T] = values_np[new : new + agents, 0]
+            finished.setdefault(self.pending_policy[i], []).extend(range(old, old + agents))
         self.pending[i] = -1
 
     def _step_envs(self, stepping: list[int], split: int) -> None:
@@ -268,36 +297,85 @@ class RolloutWorker(Component):
                     ready.append(i)
 
     def _step_vector(self, stepping: list[int], split: int) -> None:
-        """`_step_envs` for a vector env: one batch step of the split's envs, then every buffer write as one array
-        operation over the split; only the episode bookkeeping stays per env."""
+        """`_step_envs` for a vector env: one batch step of the split's envs (env objects, with batched sampling),
+        then every buffer write and the episode statistics as array operations over the split's rows; only the
+        trajectory bookkeeping stays per env (object)."""
         b, T, timing = self.buffers, self.T, self.timing
-        slots = np.array([self.slot[i] for i in stepping])
-        steps = np.array([self.t[i] for i in stepping])
-        with timing.add_time("env_step"):
+        starts = np.array([self.slot[i] for i in stepping])
+        slots, steps = self._group_rows(starts, np.array([self.t[i] for i in stepping]))
+        with timing.add_time("copy_out"):
             actions = b.np["actions"][slots, steps]
-            with timing.add_time("batch_step"):
-                result = self.vector.step(np.array(stepping, np.int32), actions)
+        with timing.add_time("env_step"), timing.add_time("batch_step"):
+            result = self.vector.step(np.array(stepping, np.int32), actions)
         with timing.add_time("overhead"):
+            with timing.add_time("copy_in"):
+                self._write_obs_rows(result.obs, stepping, 1)
             ended = result.terminated | result.truncated
             b.np["rewards"][slots, steps] = result.rewards
             b.np["dones"][slots, steps] = ended
             b.np["time_outs"][slots, steps] = result.truncated & ~result.terminated
-            for key, rows in result.obs.items():
-                b.obs_np[key][slots, steps + 1] = rows
+            rows = self._worker_rows(np.array(stepping))
+            self.row_return[rows] += result.rewards
+            self.row_len[rows] += 1
             if ended.any():
                 b.np["rnn_states"][slots[ended], steps[ended] + 1] = 0.0
-            ep_return, ep_len, t, ready = self.ep_return, self.ep_len, self.t, self.ready[split]
-            for k, (i, reward, done) in enumerate(zip(stepping, result.rewards.tolist(), ended.tolist())):
-                ep_return[i] += reward
-                ep_len[i] += 1
-                if done:
-                    self._episode_done(i, result.infos.get(k, NO_INFO))
+                with timing.add_time("episode_stats"):
+                    self._episodes_ended(stepping, rows, np.flatnonzero(ended), result.infos)
+            t, ready = self.t, self.ready[split]
+            for i in stepping:
                 t[i] += 1
                 if t[i] == T:
                     with timing.add_time("complete_rollouts"):
                         self._complete(i, ready)
                 else:
                     ready.append(i)
+
+    def _group_rows(self, starts: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The buffer rows (slot, step) of envs whose groups start at `starts` and stand at `steps`: one row per copy
+        (agent), env after env."""
+        if self.agents == 1:
+            return starts, steps
+        offsets = np.arange(self.agents)
+        return (starts[:, None] + offsets).reshape(-1), np.repeat(steps, self.agents)
+
+    def _worker_rows(self, envs: np.ndarray) -> np.ndarray:
+        """Each copy's index in the worker's per-copy arrays, for these envs, env after env."""
+        if self.agents == 1:
+            return envs
+        return (envs[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
+
+    def _write_obs_rows(self, obs: dict, envs: list[int], ahead: int) -> None:
+        """Observations of these envs (rows env after env) into step t + `ahead` of their slots. A single env per
+        row goes in by one array assignment; an env object's copies go in by one tensor copy each, from wherever
+        the env keeps them (numpy, CPU or GPU tensors), straight into the shared buffers."""
+        slot, t, agents = self.slot, self.t, self.agents
+        if agents == 1:
+            slots, steps = np.array([slot[i] for i in envs]), np.array([t[i] for i in envs]) + ahead
+            for key, rows in obs.items():
+                self.buffers.obs_np[key][slots, steps] = rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows
+            return
+        for key, rows in obs.items():
+            dst = self.buffers.obs[key]
+            src = torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
+            for k, i in enumerate(envs):
+                s = slot[i]
+                dst[s : s + agents, t[i] + ahead].copy_(src[k * agents : (k + 1) * agents])
+
+    def _episodes_ended(self, stepping: list[int], rows: np.ndarray, ended: np.ndarray, infos: dict[int, dict]) -> None:
+        """Report the episodes that ended at positions `ended` of the step's rows and start their copies afresh."""
+        done = rows[ended]
+        returns, lengths = self.row_return[done].tolist(), self.row_len[done].tolist()
+        self.row_return[done] = 0.0
+        self.row_len[done] = 0
+        agents, env_stats = self.agents, self.env_stats
+        for k, ret, length in zip(ended.tolist(), returns, lengths):
+            i = stepping[k // agents]
+            episode = episode_record(infos.get(k, NO_INFO), ret, length, env_stats)
+            if episode is not None:
+                self.episodes.setdefault(self.policy[i], []).append(episode)
+        if agents == 1:
+            for k in ended.tolist():
+                self.episode_ended[stepping[k]] = True
 
     def _step_in_threads(self, stepping: list[int]) -> tuple[list[tuple], dict[int, dict]]:
         """The same as the one-thread loop, in `--env_threads` contiguous chunks: results in `stepping` order."""
@@ -352,7 +430,7 @@ class RolloutWorker(Component):
     def _complete(self, i: int, ready: list[int]) -> None:
         """Trajectory full: continue in a fresh slot; the old one waits for the value of the next state."""
         old = self.slot[i]
-        self.buffers.np["traj_time"][old, 1] = time.monotonic()
+        self.buffers.np["traj_time"][old : old + self.agents, 1] = time.monotonic()
         self.done_count[i] += 1
         if not self.free:
             self.need_slot.append((i, old))
@@ -364,7 +442,7 @@ class RolloutWorker(Component):
         new = self.free.popleft()
         self._carry_over(old, new)
         self._clear_step_flags(new)
-        self.buffers.np["traj_time"][new, 0] = time.monotonic()
+        self.buffers.np["traj_time"][new : new + self.agents, 0] = time.monotonic()
         self.pending[i] = old
         self.slot[i] = new
         self.t[i] = 0
@@ -379,16 +457,16 @@ class RolloutWorker(Component):
         self.episode_ended[i] = False
 
     def _carry_over(self, old: int, new: int) -> None:
-        """A trajectory continues in a new slot from the last observation and RNN state of the old one."""
-        b, T = self.buffers, self.T
+        """A trajectory continues in a new slot (group) from the last observation and RNN state of the old one."""
+        b, T, agents = self.buffers, self.T, self.agents
         for arr in b.obs_np.values():
-            arr[new, 0] = arr[old, T]
-        b.np["rnn_states"][new, 0] = b.np["rnn_states"][old, T]
+            arr[new : new + agents, 0] = arr[old : old + agents, T]
+        b.np["rnn_states"][new : new + agents, 0] = b.np["rnn_states"][old : old + agents, T]
 
     def _clear_step_flags(self, slot: int) -> None:
         """A slot starts with no episode end: the step loop then writes dones and time-outs only when one ends."""
-        self.buffers.np["dones"][slot] = 0.0
-        self.buffers.np["time_outs"][slot] = 0.0
+        self.buffers.np["dones"][slot : slot + self.agents] = 0.0
+        self.buffers.np["time_outs"][slot : slot + self.agents] = 0.0
 
     def _quota(self, i: int) -> int:
         """Synchronous mode: how many trajectories env i collects for the current policy version.
@@ -426,7 +504,11 @@ class RolloutWorker(Component):
 
     def _rows(self, group: list[int], policy_id: int) -> tuple[list[int], list[int]]:
         """The (slot, step) of each row of `group`'s envs whose actions `policy_id`'s inference worker computes."""
-        return [self.slot[i] for i in group], [self.t[i] for i in group]
+        if self.agents == 1:
+            return [self.slot[i] for i in group], [self.t[i] for i in group]
+        agents, slot, t = self.agents, self.slot, self.t
+        slots = list(chain.from_iterable(range(slot[i], slot[i] + agents) for i in group))
+        return slots, list(chain.from_iterable(repeat(t[i], agents) for i in group))
 
     def resend_requests(self, policy_id: int) -> None:
         """The policy's inference workers moved to a new inbox: ask again for what the old one did not answer."""
@@ -449,8 +531,21 @@ class RolloutWorker(Component):
         self._update_wait()
 
     def _reusable(self, slots: list[int]) -> list[int]:
-        """The slots that a release makes free for an env."""
-        return slots
+        """The slots that a release makes free for an env: a group is free again once the batcher has released every
+        slot of it (they may go to different batches)."""
+        agents = self.agents
+        if agents == 1:
+            return slots
+        free, returned, first_row = [], self.returned, self.first_row
+        for s in slots:
+            group = s - (s - first_row) % agents
+            count = returned.get(group, 0) + 1
+            if count == agents:
+                del returned[group]
+                free.append(group)
+            else:
+                returned[group] = count
+        return free
 
     def _on_version(self, msg: PolicyVersion) -> None:
         policy_id, version = msg.policy_id, msg.version
