@@ -19,7 +19,8 @@ With `--save_milestones_sec`, a checkpoint that far from the last milestone is a
 a name already there (another branch's) is kept and the new one is named `<name>_<n>.pth`;
 with `--save_best_*`, the best policy so far as `best_<version>_<env frames>_<metric>_<value>.pth` (one kept per
 run: a run removes only the best files it saved, never the one a resume started from), the newest of which
-`--load_checkpoint_kind=best` loads (each run's first best beats the best it resumed with). Names keep Sample Factory's `checkpoint_<version>_<env frames>.pth`.
+`--load_checkpoint_kind=best` loads (each run's first best beats the best it resumed with). Names keep Sample
+Factory's `checkpoint_<version>_<env frames>.pth`.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ class ResumePoint:
 
     def set_aside_newer(self, cfg) -> None:
         """As training starts: the checkpoints newer than the ones it continues from (a damaged newest, the periodic
-        ones after a best) go into a folder of their own under `superseded/`, so that this run's saves are the newest from its first one."""
+        ones after a best) go into a folder of their own under `superseded/`, so that this run's saves are the newest
+        from its first one."""
         folder = Path(cfg.train_dir) / cfg.experiment
         for policy, loaded in self.checkpoints.items():
             CheckpointManager(folder, policy, cfg.keep_checkpoints).set_aside_newer(loaded.path)
