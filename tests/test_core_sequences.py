@@ -137,3 +137,23 @@ def test_the_learner_of_a_run_gives_the_core_whole_sequences(script, tmp_path):
 
     assert run_rl(cfg) == 0
     assert len(core_class.longest) >= 2 and max(core_class.longest) > 1, core_class.longest
+
+
+def test_a_whole_actor_critic_gets_whole_pieces_through_its_forward_core(tmp_path, monkeypatch):
+    """tests/sample_factory_scripts/train_custom_actor_critic.py with `--use_rnn`: its `forward_core` passes the
+    PackedSequence to the core the factory made (sf's GRU), which takes it as Sample Factory's does."""
+    monkeypatch.syspath_prepend(str(write_rewritten_scripts(tmp_path)))
+    module = importlib.import_module("train_custom_actor_critic")
+    try:
+        module.register_custom_components()
+        cfg = module.parse_custom_args(["--env=my_cartpole", "--use_rnn=True", "--rnn_type=gru", "--rnn_size=8"])
+        torch.manual_seed(0)
+        model = create_actor_critic(OBS, ActionSpec((2,), 0), cfg)
+        x, h0, dones = torch.randn(4, 6, cfg.hidden_width), torch.randn(4, model.rnn_state_size), torch.zeros(4, 6)
+        dones[1, 3] = dones[2, 0] = 1.0
+        got = model.forward_core_seq(x, h0, dones)
+        assert not getattr(model, "_steps_only", False)  # one call, not the fallback
+        torch.testing.assert_close(got, step_by_step(model, x, h0, dones), rtol=1e-5, atol=1e-6)
+    finally:
+        restore_model_factory(ModelFactory())
+        sys.modules.pop("train_custom_actor_critic", None)

@@ -16,7 +16,15 @@ import torch
 from sample_factory_imports import run_script, write_rewritten_scripts
 
 from sf.envs.spaces import ActionSpec
-from sf.model.factory import ModelFactory, create_actor_critic, custom_model_parts, restore_model_factory
+from sf.model.actor_critic import ActorCriticSharedWeights
+from sf.model.factory import (
+    ModelFactory,
+    create_actor_critic,
+    custom_model_parts,
+    default_make_actor_critic_func,
+    global_model_factory,
+    restore_model_factory,
+)
 from sf.model.tensor_dict import TensorDict
 
 OBS = {"obs": ((4,), np.dtype(np.float32))}
@@ -104,3 +112,41 @@ def test_a_sample_factory_actor_critic_learns_cartpole(tmp_path, placement):
     assert summary["status"] == "ok" and summary["avg_episode_reward"]["0"] >= 100.0, summary
     trees = json.loads((tmp_path / "cp" / "profile.json").read_text())
     assert "forward_head" in json.dumps(trees["Learner 0"]["tree"])
+
+
+class DoubledAdvantageModel(ActorCriticSharedWeights):
+    """A subclass of Sample Factory's default model overriding its tail, written against Sample Factory's attribute
+    names (`decoder`, `critic_linear`, `action_parameterization`), its values doubled."""
+
+    def forward_tail(self, core_output, values_only: bool, sample_actions: bool) -> TensorDict:
+        decoder_output = self.decoder(core_output)
+        values = 2.0 * self.critic_linear(decoder_output).squeeze()
+        result = TensorDict(values=values)
+        if values_only:
+            return result
+        action_distribution_params, self.last_action_distribution = self.action_parameterization(decoder_output)
+        result["action_logits"] = action_distribution_params
+        self._maybe_sample_actions(sample_actions, result)
+        return result
+
+
+@pytest.mark.parametrize("actions", [ActionSpec((3,), 0), ActionSpec((), 2)])
+def test_a_subclass_of_the_default_model_reads_sample_factory_s_attribute_names(script, actions):
+    config = cfg(script)
+    global_model_factory().register_actor_critic_factory(
+        lambda cfg, obs_space, action_space: DoubledAdvantageModel(global_model_factory(), obs_space, action_space, cfg)
+    )
+    torch.manual_seed(2)
+    model = create_actor_critic(OBS, actions, config)
+    global_model_factory().register_actor_critic_factory(default_make_actor_critic_func)
+    torch.manual_seed(2)
+    default = create_actor_critic(OBS, actions, config)
+    default.load_state_dict(model.state_dict())
+    obs = default.normalize_obs({"obs": torch.randn(4, 4)})
+    core, _ = default.forward_core(default.forward_head(obs), torch.zeros(4, 0))
+    mine = model.forward_tail(core, values_only=False, sample_actions=False)
+    theirs = default.forward_tail(core, values_only=False, sample_actions=False)
+    torch.testing.assert_close(mine["action_logits"], theirs["action_logits"])
+    torch.testing.assert_close(mine["values"], 2.0 * theirs["values"])
+    torch.testing.assert_close(model.action_distribution().entropy(), default.action_distribution().entropy())
+    assert model.encoder is model.encoders[0] and model.critic_linear is model.value_head

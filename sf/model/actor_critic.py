@@ -321,13 +321,22 @@ class _ActorCriticOfParts(ActorCritic):
         if values_only:
             return result
         actor = critic if len(self.decoders) == 1 else self._run("decoder", self.decoders[0], branches[0])
-        action_logits = self.action_head(actor)
-        if self.log_std is not None:
-            action_logits = learned_stddev_params(self.action_spec, action_logits, self.log_std, self.tanh_scale)
-        self.last_action_distribution = ActionDistribution.from_params(self.action_spec, action_logits)
-        result["action_logits"] = action_logits
+        result["action_logits"], self.last_action_distribution = self.action_parameterization(actor)
         self._maybe_sample_actions(sample_actions, result)
         return result
+
+    def action_parameterization(self, actor_decoder_output: torch.Tensor) -> tuple[torch.Tensor, ActionDistribution]:
+        """Sample Factory's `self.action_parameterization(features)`: the distribution's parameters and the
+        distribution (here from `action_head`, and `log_std` when the stddev is one learned parameter)."""
+        params = self.action_head(actor_decoder_output)
+        if self.log_std is not None:
+            params = learned_stddev_params(self.action_spec, params, self.log_std, self.tanh_scale)
+        return params, ActionDistribution.from_params(self.action_spec, params)
+
+    @property
+    def critic_linear(self) -> nn.Linear:
+        """Sample Factory's name of the value head."""
+        return self.value_head
 
     def forward(self, normalized_obs_dict, rnn_states, values_only: bool = False) -> TensorDict:
         core_output, new_rnn_states = self.forward_core(self.forward_head(normalized_obs_dict), rnn_states)
@@ -356,12 +365,25 @@ class ActorCriticSharedWeights(_ActorCriticOfParts):
     def __init__(self, model_factory, obs_space, action_space, cfg):
         super().__init__(obs_space, action_space, cfg, model_factory, share_weights=True)
 
+    # Sample Factory's names of the parts, for a subclass written against them
+    encoder = property(lambda self: self.encoders[0])
+    core = property(lambda self: self.cores[0])
+    decoder = property(lambda self: self.decoders[0])
+
 
 class ActorCriticSeparateWeights(_ActorCriticOfParts):
     """An encoder, core and decoder each for the actor and the critic (`--actor_critic_share_weights=False`)."""
 
     def __init__(self, model_factory, obs_space, action_space, cfg):
         super().__init__(obs_space, action_space, cfg, model_factory, share_weights=False)
+
+    # Sample Factory's names of the parts, for a subclass written against them
+    actor_encoder = property(lambda self: self.encoders[0])
+    critic_encoder = property(lambda self: self.encoders[1])
+    actor_core = property(lambda self: self.cores[0])
+    critic_core = property(lambda self: self.cores[1])
+    actor_decoder = property(lambda self: self.decoders[0])
+    critic_decoder = property(lambda self: self.decoders[1])
 
 
 def builtin_actor_critic(obs_space, action_space, cfg, model_factory=None) -> _ActorCriticOfParts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence
 
 from sf.model.model_utils import ModelModule
 from sf.model.sequences import run_packed
@@ -127,8 +128,12 @@ class RnnCore(nn.Module):
 
         return torch.cat([flat(state[0]), flat(state[1])], dim=1) if self.is_lstm else flat(state)
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step: x [B, F], h [B, S] (None means zeros) -> (out [B, H], new h [B, S])."""
+    def forward(self, x: torch.Tensor | PackedSequence, h: torch.Tensor | None):
+        """One step: x [B, F], h [B, S] (None means zeros) -> (out [B, H], new h [B, S]); or, as Sample Factory's
+        core, a PackedSequence with its sequences' first states -> (a PackedSequence, their last states)."""
+        if isinstance(x, PackedSequence):
+            out, state = self.rnn(x, self._unflatten(h))
+            return out, self._flatten(state)
         out, state = self.rnn(x.unsqueeze(1), self._unflatten(h))
         return out.squeeze(1), self._flatten(state)
 
@@ -150,6 +155,14 @@ class RnnCore(nn.Module):
             out, state = self.rnn(x[:, begin:end], state)
             pieces.append(out)
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
+
+
+class ModelCoreRNN(RnnCore):
+    """Sample Factory's `ModelCoreRNN(cfg, input_size)`: sf's GRU or LSTM core as `--rnn_type`, `--rnn_size` and
+    `--rnn_num_layers` ask, for a model of one's own that builds it by that name."""
+
+    def __init__(self, cfg, input_size: int):
+        super().__init__(input_size, cfg.rnn_type, cfg.rnn_size, cfg.rnn_num_layers)
 
 
 def default_make_core_func(cfg, input_size: int) -> IdentityCore | RnnCore:
