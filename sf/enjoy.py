@@ -242,7 +242,7 @@ def _play_batched(cfg, cli_cfg, env: BatchedEnvs) -> int:
             if render is not None and len(frames) < cfg.video_frames:
                 frames.append(render())
             batch = {k: torch.as_tensor(v).to(device) for k, v in obs.items()}
-            out = model(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
+            out = model.policy_step(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
             rnn = out.new_rnn_states if rnn is not None else None
             step = env.step(ids, out.actions.cpu().numpy())
             obs = step.obs
