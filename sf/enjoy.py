@@ -18,15 +18,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sf.cfg.arguments import load_cfg_json, resolve_device
+from sf.cfg.arguments import resolve_device
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env
 from sf.envs.episodes import reported_episode
 from sf.envs.families import family_of
 from sf.envs.spaces import EnvInfo
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager
+from sf.experiment.config_file import config_path, load_config
 from sf.huggingface.hub import HubError, push, stage
 from sf.huggingface.model_card import Score, command_line
-from sf.runtime.checkpoint import CheckpointError, CheckpointManager
-from sf.runtime.setup import build_model
+from sf.runner.build import build_model
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 from sf.utils.logging import setup_logging
@@ -38,14 +39,14 @@ DEFAULT_EPISODES = 5
 
 def merged_cfg(cli_cfg):
     """The experiment's saved config, with whatever was given on this command line on top."""
-    path = Path(cli_cfg.train_dir) / cli_cfg.experiment / "config.json"
+    path = config_path(Path(cli_cfg.train_dir) / cli_cfg.experiment)
     if not path.exists():
         raise ConfigError(
             f"--experiment: no experiment at {path.parent} (no config.json there); give the --train_dir and "
             "--experiment of a training run",
             flag="--experiment",
         )
-    cfg = load_cfg_json(path)
+    cfg = load_config(path.parent)
     for key, value in vars(cli_cfg).items():
         if key in cli_cfg.cli_args or not hasattr(cfg, key):
             setattr(cfg, key, value)
@@ -137,7 +138,7 @@ def _mismatch_message(cfg, cli_cfg, folder: Path, mismatch: list[str]) -> str:
     shown = list(by_module.values())[:2]
     more = f"; {len(mismatch) - len(shown)} more tensors differ" if len(mismatch) > len(shown) else ""
     what = "; ".join(shown) + more
-    trained_on = load_cfg_json(Path(cfg.train_dir) / cfg.experiment / "config.json").env
+    trained_on = load_config(Path(cfg.train_dir) / cfg.experiment).env
     if cfg.env != trained_on:
         return (
             f"--env: the checkpoint in {folder} was trained on {trained_on} and does not fit {cfg.env} "

@@ -17,13 +17,12 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from sf.cfg.arguments import describe_device, resolve_device
-from sf.runtime.observers import AlgoObserver, EpisodicHandler, Registrations
+from sf.runner.observers import AlgoObserver, EpisodicHandler, Registrations
 from sf.utils.errors import ConfigError, error_line
 from sf.utils.fast_exit import skip_final_collection
 
@@ -35,39 +34,23 @@ EXIT_BAD_INPUT = 2
 def _previous_precision(cfg) -> str | None:
     """The precision a run being resumed used (`precision_in_use`, or in configs from before that key `precision`,
     which then held the resolved value); None for a new run or a config without one."""
-    import json
-    from pathlib import Path
+    from sf.experiment.config_file import read_config_or_empty
 
-    saved = Path(cfg.train_dir) / cfg.experiment / "config.json"
-    if cfg.restart_behavior != "resume" or not saved.is_file():
+    if cfg.restart_behavior != "resume":
         return None
-    try:
-        config = json.loads(saved.read_text())
-    except (OSError, ValueError):
-        return None
+    config = read_config_or_empty(Path(cfg.train_dir) / cfg.experiment)
     in_use = config.get("precision_in_use")
     used = in_use.get("used") if isinstance(in_use, dict) else config.get("precision")
     return used if used in ("fp32", "bf16") else None
 
 
-def _resolve_precision(cfg, env_info, device: str, experiment, previous: str | None) -> None:
-    """Say once what precision the run uses and why; a resumed run keeps the one it started with unless
-    --precision is given, and says so when it changes. The request stays in cfg.precision, so each process (and
-    each node of a cluster) resolves it itself; what this one resolved goes to config.json as precision_in_use."""
-    from sf.runtime.setup import has_image_encoder, precision_choice
+def _restore_precision(cfg, env_info, previous: str | None) -> None:
+    """A resumed run keeps the precision it started with unless --precision is given: like the other flags of the
+    run it continues, set before the run starts (the request travels to every process and node in cfg.precision)."""
+    from sf.runner.build import has_image_encoder
 
-    image_encoder = has_image_encoder(env_info)
-    if previous is not None and "precision" not in cfg.cli_args and image_encoder:
+    if previous is not None and "precision" not in cfg.cli_args and has_image_encoder(env_info):
         cfg.precision = previous
-    choice = precision_choice(cfg, env_info, device)
-    if previous is not None and image_encoder:
-        if previous != choice.used:
-            log.warning("precision changed on resume: the run started in %s and continues in %s", previous, choice.used)
-        else:
-            choice = replace(choice, reason=f"{choice.reason}; as the run being resumed")
-    cfg.precision_in_use = choice.to_dict()
-    experiment.write_config()
-    log.info("precision: %s", choice.describe())
 
 
 def _say_finished(cfg, resume) -> None:
@@ -104,13 +87,13 @@ class _Prepared:
     experiment: Any
     env_info: Any
     resume: Any
-    previous_precision: str | None
+    settings: Any  # sf.runner.settings.RunSettings
 
 
 class TrainingRun:
     """One training run in two steps, as Sample Factory's runner: `init()` checks the flags, the checkpoints and the
     env and writes config.json; `run()` trains. In between, `register_observer` and
-    `register_episodic_stats_handler` add the user's hooks (`sf.runtime.observers`)."""
+    `register_episodic_stats_handler` add the user's hooks (`sf.runner.observers`)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -133,7 +116,7 @@ class TrainingRun:
             # A parallel run starts its fork server first: the server imports torch and sf while this process does
             # the same
             from sf.envs.registry import registry_snapshot
-            from sf.runtime import process_start
+            from sf.supervision import process_start
 
             process_start.start_server(registry_snapshot(), self.cfg.force_envs_single_thread)
             self._server = True
@@ -174,7 +157,7 @@ class TrainingRun:
 
     def _discard_server(self) -> None:
         if self._server:
-            from sf.runtime import process_start
+            from sf.supervision import process_start
 
             process_start.discard_server()
             self._server = False
@@ -196,7 +179,7 @@ def run_rl(cfg) -> int:
 def _lock(cfg):
     """The experiment folder's lock, held from `init` to the end of `run`: a second run of the same experiment is
     refused. None (the status printed) when it cannot be taken."""
-    from sf.runtime.experiment_lock import ExperimentLock
+    from sf.experiment.lock import ExperimentLock
     from sf.utils.logging import setup_logging
 
     setup_logging(cfg.log_level)
@@ -225,13 +208,16 @@ def _prepare(cfg) -> _Prepared | int:
     # Imported here rather than at the top: a bad flag is reported before torch is imported, in a fraction of
     # the time, by every example that imports run_rl.
     from sf.envs import EnvNotFoundError, UnsupportedSpaceError
-    from sf.runtime.checkpoint import CheckpointError
-    from sf.runtime.experiment import Experiment
-    from sf.runtime.resume import find_resume_point
-    from sf.runtime.setup import probe_env
+    from sf.experiment.checkpoint import CheckpointError
+    from sf.experiment.config_file import keep_previous_config, write_config
+    from sf.experiment.folder import Experiment
+    from sf.experiment.resume import find_resume_point
+    from sf.runner.build import probe_env
+    from sf.runner.settings import resolve_settings
     from sf.utils.logging import setup_logging
 
     env_error: Exception | None = None
+    settings = None
     previous_precision = _previous_precision(cfg)  # before config.json is written again
     try:
         try:
@@ -253,8 +239,11 @@ def _prepare(cfg) -> _Prepared | int:
         try:
             experiment = Experiment(cfg)
             if resume is not None and resume.changed:
-                _log_changes(resume.changed, experiment.keep_previous_config())
-            experiment.write_config()
+                _log_changes(resume.changed, keep_previous_config(experiment.dir))
+            if env_error is None:
+                _restore_precision(cfg, env_info, previous_precision)
+                settings = resolve_settings(cfg, env_info, previous_precision)
+            write_config(experiment.dir, cfg, settings.config_entries() if settings is not None else None)
         except OSError as exc:
             raise _unwritable(cfg, exc) from None
     except ConfigError as err:
@@ -269,38 +258,34 @@ def _prepare(cfg) -> _Prepared | int:
     if resume is not None:
         resume.set_aside_newer(cfg)
     log.info("experiment folder: %s (config, checkpoints, summary, profiles, TensorBoard events)", experiment.dir)
-    return _Prepared(experiment, env_info, resume, previous_precision)
+    return _Prepared(experiment, env_info, resume, settings)
 
 
 def _train(cfg, prepared: _Prepared, registrations: Registrations) -> int:
     """The run itself, in the placement the config asks for; its exit status."""
     from sf.utils.process_settings import apply_process_settings
 
-    experiment, env_info, resume = prepared.experiment, prepared.env_info, prepared.resume
-    device = resolve_device(cfg)
-    log.info("learner and inference on %s", describe_device(device))
-    _resolve_precision(cfg, env_info, device, experiment, prepared.previous_precision)
-    checkpoints = resume.checkpoints if resume is not None else {}
-    resume_paths = {policy: loaded.path for policy, loaded in checkpoints.items()}
+    experiment, env_info, settings = prepared.experiment, prepared.env_info, prepared.settings
+    checkpoints = prepared.resume.checkpoints if prepared.resume is not None else {}
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if cfg.with_pbt:
             registrations = _with_population(cfg, experiment, env_info, registrations)
         if cfg.serial_mode:
-            from sf.runtime.runner_serial import run_serial
+            from sf.runner.serial import run_serial
 
             apply_process_settings(cfg, "serial", 0)
-            summary = run_serial(cfg, experiment, env_info, device, stop, resume_paths, registrations)
+            summary = run_serial(cfg, experiment, env_info, settings, stop, checkpoints, registrations)
         elif cfg.backend == "ray":
             from sf.distributed.backend import run_ray
 
-            summary = run_ray(cfg, experiment, env_info, device, stop, checkpoints, registrations)
+            summary = run_ray(cfg, experiment, env_info, settings, stop, checkpoints, registrations)
         else:
-            from sf.runtime.runner_parallel import run_parallel
+            from sf.runner.parallel import run_parallel
 
             summary = run_parallel(
-                cfg, experiment, env_info, device, stop, resume=checkpoints, registrations=registrations
+                cfg, experiment, env_info, settings, stop, resume=checkpoints, registrations=registrations
             )
     except ConfigError as err:  # what only the cluster can tell (a custom resource no node offers)
         print(error_line(err), file=sys.stderr)

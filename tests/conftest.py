@@ -36,18 +36,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def sf_command(args: list[str], module: str | None = "sf_examples.train_gym_env", script: list[str] | None = None):
+    """The command line of an sf entry point (`python -m module`) or of a script (`script`, e.g. [python, path])."""
+    return [*(script or [sys.executable, "-m", module]), *args]
+
+
 def run_sf(
-    args: list[str], timeout: float = 300, module: str = "sf_examples.train_gym_env", **kwargs
+    args: list[str],
+    timeout: float = 300,
+    module: str | None = "sf_examples.train_gym_env",
+    script: list[str] | None = None,
+    **kwargs,
 ) -> subprocess.CompletedProcess:
-    """Run an sf entry point as a user would, in its own process."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    """Run an sf entry point as a user would, in its own process, to its end."""
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        sf_command(args, module, script),
         cwd=ROOT,
-        env=env,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=timeout,
+        **kwargs,
+    )
+
+
+def start_sf(
+    args: list[str],
+    module: str | None = "sf_examples.train_gym_env",
+    script: list[str] | None = None,
+    new_session: bool = True,
+    **kwargs,
+) -> subprocess.Popen:
+    """Start an sf entry point as a user would, its output (stdout and stderr) read line by line from `.stdout`; in a
+    session of its own unless told otherwise, so a test can end it and everything it started with one signal."""
+    return subprocess.Popen(
+        sf_command(args, module, script),
+        cwd=ROOT,
+        env=kwargs.pop("env", ENV),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=new_session,
         **kwargs,
     )
 
@@ -144,7 +176,7 @@ def shm_leaked(before: set[str]) -> set[str]:
     """/dev/shm entries that appeared since `before` and that no live process holds: what a run left behind.
     (Entries other runs on the machine hold meanwhile are theirs, not leaks; nor are the files tests make on purpose
     as other programs' files, which a test running beside this one may have left there: their names say `foreign`.)"""
-    from sf.runtime.orphans import shm_files, shm_inodes
+    from sf.supervision.orphans import shm_files, shm_inodes
 
     new = {f"/dev/shm/{name}" for name in set(os.listdir("/dev/shm")) - before if "foreign" not in name}
     if not new:
@@ -170,7 +202,7 @@ def write_experiment(exp_dir: Path, cfg, model, version: int = 5, env_steps: int
     import torch
 
     from sf.cfg.arguments import cfg_to_dict
-    from sf.runtime.checkpoint import CheckpointManager
+    from sf.experiment.checkpoint import CheckpointManager
 
     exp_dir.mkdir(parents=True)
     (exp_dir / "config.json").write_text(json.dumps(cfg_to_dict(cfg)))

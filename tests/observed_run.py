@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sf.envs.families import family_named  # noqa: E402
-from sf.runtime.observers import AlgoObserver  # noqa: E402
+from sf.runner.observers import AlgoObserver  # noqa: E402
 from sf.train import ExperimentStatus, make_runner  # noqa: E402
 
 

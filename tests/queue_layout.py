@@ -1,5 +1,5 @@
 """What the tests do to faster-fifo's process-shared mutex: take it and keep it (a process that dies holding it), or
-read whether it is held (a writer killed inside a put). Where it lives is `sf.runtime.queue_locks`' to know."""
+read whether it is held (a writer killed inside a put). Where it lives is `sf.supervision.queue_locks`' to know."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import cache
 
 import faster_fifo
 
-from sf.runtime.queue_locks import MUTEX_OFFSET, holder, layout_known
+from sf.supervision.queue_locks import MUTEX_OFFSET, holder, layout_known
 
 
 @cache

@@ -10,9 +10,9 @@ import threading
 import time
 from pathlib import Path
 
-from sf.runtime import process_start
-from sf.runtime.parent_link import ParentLink
-from sf.runtime.supervisor import Supervisor
+from sf.supervision import process_start
+from sf.supervision.parent_link import ParentLink
+from sf.supervision.supervisor import Supervisor
 
 
 def component(control, marker: str) -> None:
@@ -30,7 +30,7 @@ def sleeper() -> None:
 def main(marker: str) -> None:
     supervisor = Supervisor(num_slots=2)
     supervisor.begin()
-    ctx = supervisor.context(["sf.runtime.parent_link"], single_thread=True)
+    ctx = supervisor.context(["sf.supervision.parent_link"], single_thread=True)
     stopping = supervisor.start("component", ctx.Process(target=component, args=(supervisor.control, marker)), 0)
     stopped = supervisor.start("sleeper", ctx.Process(target=sleeper), 1)
     while supervisor.control.beats()[0] == 0:  # a component still starting has not started its link yet

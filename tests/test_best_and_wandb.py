@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, read_scalars, run_sf
 
-from sf.runtime.checkpoint import CheckpointManager
+from sf.experiment.checkpoint import CheckpointManager
 
 
 def _state(version: int) -> dict:

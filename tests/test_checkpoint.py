@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sf.runtime.checkpoint import CheckpointError, CheckpointManager, load_state
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_state
 
 
 def _state(version: int) -> dict:
@@ -147,7 +147,7 @@ def test_a_save_writes_a_temporary_file_fsyncs_it_and_the_folder_then_renames(tm
 def test_config_and_summary_are_written_like_a_checkpoint(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from sf.runtime.experiment import Experiment
+    from sf.experiment.folder import Experiment
 
     synced = []
     monkeypatch.setattr(

@@ -13,7 +13,7 @@ from conftest import run_sf
 
 from sf.envs.families import family_named
 from sf.model.factory import custom_model_parts
-from sf.runtime.setup import build_model, probe_env
+from sf.runner.build import build_model, probe_env
 from sf_examples.custom_model.collect_env import SCENT, SCENT_RANGE, TOUCH_RADIUS, CollectEnv
 from sf_examples.custom_model.train_custom_model import SetEncoder
 

@@ -2,15 +2,12 @@
 command on the CPU (`--device=cpu`, tiny serial CartPole runs, no Sample Factory), every step but the CUDA figures."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
 import pytest
-from conftest import ROOT, run_sf, shm_leaked
+from conftest import run_sf, shm_leaked, start_sf
 
 from sf.analysis.torch_trace import busy_s, nvml_busy_s, summarize
 from sf.bench.device_check import main
@@ -253,14 +250,7 @@ def test_sigterm_stops_the_run_in_progress_and_keeps_the_summary(tmp_path, shm_b
     out = tmp_path / "check"
     args = ["--out", str(out), "--device=cpu", "--workers", "2", "--scaling_suite", "cartpole", "--steps", "scaling"]
     args += ["--", "--serial_mode=True", "--num_envs_per_worker=2"]  # trains until its window closes, 15 s and more
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sf.bench.device_check", *args],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_sf(args, module="sf.bench.device_check", new_session=False)
     log = out / "logs" / "scaling_w2.log"
     deadline = time.monotonic() + 180
     while not (log.exists() and "learner and inference on" in log.read_text()) and proc.poll() is None:

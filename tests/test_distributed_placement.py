@@ -69,7 +69,7 @@ def test_chunk_round_trip_restores_trajectories_and_shifts_clocks(monkeypatch):
     trajectory stamps, which move from the node's monotonic clock to the driver's."""
     from sf.distributed import transfer
     from sf.envs.gym_family import register_gym_env
-    from sf.runtime.setup import build_buffers, build_model, probe_env
+    from sf.runner.build import build_buffers, build_model, probe_env
 
     register_gym_env("CartPole-v1")
     cfg = _cfg(num_workers=2, num_envs_per_worker=2, rollout=4, batch_size=8, use_rnn=False)
@@ -129,7 +129,7 @@ def test_a_node_agent_reaches_its_start_without_importing_torch(tmp_path):
     from sf.envs.families import family_of
     from sf.envs.registry import RegistrySnapshot, registry_snapshot
     from sf.model.factory import model_factory_snapshot
-    from sf.runtime.setup import probe_env
+    from sf.runner.build import probe_env
 
     cfg = _cfg()
     family_of(cfg.env).register_envs(cfg.env)

@@ -168,7 +168,7 @@ def test_default_model_has_sample_factorys_doom_shape():
     Doom."""
     from sf.cfg.arguments import parse_full_cfg
     from sf.model.activations import Activation
-    from sf.runtime.setup import build_model, probe_env
+    from sf.runner.build import build_model, probe_env
 
     cfg = parse_full_cfg(["--env=doom_basic", "--rollout=16"], add_args=add_doom_args, defaults=doom_defaults)
     assert cfg.recurrence == 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from types import SimpleNamespace
 
-from sf.runtime.engine_watch import STUCK_S, EngineWatch
+from sf.supervision.engine_watch import STUCK_S, EngineWatch
 
 
 def _engine_watch(now: float) -> tuple[EngineWatch, SimpleNamespace, subprocess.Popen]:

@@ -8,9 +8,10 @@ import pytest
 
 from sf.enjoy import main, shape_mismatch
 from sf.envs.families import family_named
-from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.experiment import Experiment
-from sf.runtime.setup import build_model, probe_env
+from sf.experiment.checkpoint import CheckpointManager
+from sf.experiment.config_file import write_config
+from sf.experiment.folder import Experiment
+from sf.runner.build import build_model, probe_env
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def train_dir(tmp_path_factory):
     train_dir = tmp_path_factory.mktemp("enjoy_errors")
     cfg = family_named("gym").parse_cfg(["--env=CartPole-v1", f"--train_dir={train_dir}", "--experiment=cartpole"])
     experiment = Experiment(cfg)
-    experiment.write_config()
+    write_config(experiment.dir, cfg)
     model = build_model(cfg, probe_env(cfg), "cpu")
     state = {"model": model.state_dict(), "optimizer": {}, "env_steps": 1024, "version": 1}
     CheckpointManager(experiment.dir, 0, 2).save(state, 1, 1024)

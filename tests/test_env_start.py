@@ -10,10 +10,10 @@ from gymnasium import spaces
 
 from sf.cfg.arguments import default_cfg
 from sf.envs import EnvAdapter, register_env
+from sf.runner.build import build_buffers, probe_env
 from sf.runtime.event_loop import Component, EventLoop
 from sf.runtime.messages import PolicyRequest
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.runtime.setup import build_buffers, probe_env
 from sf.utils.roles import policy_queue_name
 
 EPISODE = 20

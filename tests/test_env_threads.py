@@ -15,10 +15,10 @@ from gymnasium import spaces
 from sf.cfg.arguments import default_cfg, parse_full_cfg
 from sf.cfg.validate import validate_cfg
 from sf.envs import register_env
+from sf.runner.build import build_buffers, probe_env
 from sf.runtime.event_loop import Component, EventLoop
 from sf.runtime.messages import Episodes, PolicyRequest
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.runtime.setup import build_buffers, probe_env
 from sf.utils.errors import ConfigError
 from sf.utils.roles import RUNNER, policy_queue_name
 

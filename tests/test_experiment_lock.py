@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import ROOT, read_until
 
-from sf.runtime.experiment_lock import LOCK_FILE, ExperimentLock
+from sf.experiment.lock import LOCK_FILE, ExperimentLock
 from sf.utils.errors import ConfigError
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

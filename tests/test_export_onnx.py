@@ -16,7 +16,7 @@ from sf.cfg.arguments import parse_full_cfg
 from sf.envs import EnvAdapter, EnvConfig, create_env, register_env
 from sf.envs.spaces import EnvInfo
 from sf.export_onnx import export_onnx, input_names, main
-from sf.runtime.setup import build_model
+from sf.runner.build import build_model
 
 ort = pytest.importorskip("onnxruntime")
 STEPS = 100

@@ -26,7 +26,7 @@ from sf.envs.gym_family import register_gym_env
 from sf.envs.spaces import EnvInfo
 from sf.huggingface import load_from_hub
 from sf.huggingface.hub import STAGING
-from sf.runtime.setup import build_model
+from sf.runner.build import build_model
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 REPO = "someone/cartpole-sf"

@@ -15,12 +15,15 @@ from conftest import ROOT
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("sf.utils",),  # Timing, errors, roles and names, process settings: what every layer may use
     ("sf.profiling",),  # what runs inside a training: backends, ranges, timeline, resources, work/wait accounting
-    ("sf.analysis",),  # reading what profiling records: run data, bottleneck model, advice, report, compare, charts
     ("sf.cfg",),  # flags, YAML presets, validation
     ("sf.envs",),  # env registry, env families, gymnasium adapter
     ("sf.algo",),  # losses, GAE and V-trace, running statistics
     ("sf.model",),  # networks
-    ("sf.runtime",),  # the components, the event loop, the placements
+    ("sf.experiment",),  # the experiment folder: config and summary files, lock, checkpoints, durable writes, resume
+    ("sf.analysis",),  # reading a run's files: run data, bottleneck model, advice, report, compare, charts
+    ("sf.supervision",),  # process start and links, supervisor, guard, orphans, /dev/shm names, healing
+    ("sf.runtime",),  # the components, the typed messages, the event loop, buffers, policy store
+    ("sf.runner",),  # a run: build, parallel and serial placement, progress, outputs, observers
     ("sf.distributed",),  # the Ray backend
     ("sf.pbt",),  # population-based training: an observer steering the learners through the runner's hooks
     ("sf.breakdown",),  # the cross-stack breakdown (runs a training in-process)

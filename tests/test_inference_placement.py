@@ -10,7 +10,7 @@ import pytest
 from conftest import CARTPOLE_LAYOUT, alive, run_sf, shm_leaked, started_pids
 from torch import nn
 
-from sf.runtime.setup import COLOCATE_MAX_PARAMS, resolve_inference_placement
+from sf.runner.build import COLOCATE_MAX_PARAMS, resolve_inference_placement
 
 FAST = [*CARTPOLE_LAYOUT, "--device=cpu"]
 

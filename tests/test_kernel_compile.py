@@ -19,8 +19,8 @@ from sf.algo.vtrace import compute_vtrace
 from sf.cfg.arguments import default_cfg
 from sf.envs.spaces import ActionSpec, EnvInfo
 from sf.model import activations, mlp_kernel, pixel_kernels
+from sf.runner.build import build_buffers, build_model
 from sf.runtime.kernel_compile import COMPILE_EVENT, FirstCompileLine, compile_kernels, compiling_line
-from sf.runtime.setup import build_buffers, build_model
 
 KERNEL_MODULES = (gae, discounted_scan, activations, pixel_kernels, mlp_kernel)
 

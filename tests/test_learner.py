@@ -14,8 +14,8 @@ from torch.distributions import Categorical, Normal
 
 from sf.cfg.arguments import parse_full_cfg
 from sf.envs.spaces import ActionSpec
+from sf.experiment.checkpoint import CheckpointManager
 from sf.model import create_actor_critic
-from sf.runtime.checkpoint import CheckpointManager
 from sf.runtime.event_loop import EventLoop
 from sf.runtime.learner import Learner
 from sf.runtime.messages import Train

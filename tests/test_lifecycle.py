@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import LAYOUT, ROOT, read_until, started_pids
 
-from sf.runtime.orphans import shm_files
+from sf.supervision.orphans import shm_files
 
 FAST = [*LAYOUT]
 DOOM = [

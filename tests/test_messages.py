@@ -10,6 +10,7 @@ import sys
 import pytest
 from conftest import ROOT
 
+from sf.runner.runner import Runner
 from sf.runtime import messages
 from sf.runtime.batcher import Batcher
 from sf.runtime.event_loop import Component, EventLoop
@@ -29,7 +30,6 @@ from sf.runtime.messages import (
     unwrap,
 )
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.runtime.runner import Runner
 from sf.utils.roles import Role
 
 sys.path.insert(0, str(ROOT / "docs"))
@@ -42,10 +42,10 @@ SENDER_MODULES = {  # which roles a module that builds a message may send it as
     "sf/runtime/inference_worker.py": {Role.INFERENCE_WORKER},
     "sf/runtime/batcher.py": {Role.BATCHER},
     "sf/runtime/learner.py": {Role.LEARNER},
-    "sf/runtime/runner.py": {Role.RUNNER},
-    "sf/runtime/policy_control.py": {Role.RUNNER},  # the runner's piece that steers the learners of a population
-    "sf/runtime/runner_parallel.py": PROCESS_SENDERS,
-    "sf/runtime/runner_serial.py": PROCESS_SENDERS,
+    "sf/runner/runner.py": {Role.RUNNER},
+    "sf/runner/policy_control.py": {Role.RUNNER},  # the runner's piece that steers the learners of a population
+    "sf/runner/parallel.py": PROCESS_SENDERS,
+    "sf/runner/serial.py": PROCESS_SENDERS,
     "sf/distributed/agent.py": {Role.NODE_AGENT},
     "sf/distributed/link.py": {Role.NODE_AGENT},
 }

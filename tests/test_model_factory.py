@@ -14,6 +14,7 @@ from torch import nn
 
 from sf.cfg.arguments import default_cfg
 from sf.envs.spaces import ActionSpec, action_space_from_spec, action_spec_from_space, obs_space_from_spec
+from sf.experiment.checkpoint import CheckpointManager
 from sf.model.actor_critic import ActorCritic
 from sf.model.cores import ModelCore, RnnCore, default_make_core_func, recurrent_state_size
 from sf.model.decoders import Decoder, default_make_decoder_func
@@ -29,7 +30,6 @@ from sf.model.factory import (
 )
 from sf.model.mlp_kernel import MlpPolicyKernel
 from sf.model.model_utils import calc_num_elements, create_mlp, nonlinearity
-from sf.runtime.checkpoint import CheckpointManager
 from sf.utils.timing import Timing
 
 torch.set_num_threads(1)

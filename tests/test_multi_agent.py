@@ -26,12 +26,12 @@ from sf.envs.multi_agent import MultiAgentAdapter, MultiAgentEnvError, multi_age
 from sf.envs.pettingzoo_env import PettingZooEnv
 from sf.envs.spaces import UnsupportedSpaceError
 from sf.envs.training_info import TrainingInfoInterface, find_training_info_interface
+from sf.experiment.folder import Experiment
+from sf.runner.build import build_buffers, make_rollout_worker, probe_env
+from sf.runner.runner import Runner
 from sf.runtime.event_loop import EventLoop
-from sf.runtime.experiment import Experiment
 from sf.runtime.messages import SaveBest, TrainingInfo
 from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
-from sf.runtime.runner import Runner
-from sf.runtime.setup import build_buffers, make_rollout_worker, probe_env
 from sf.utils.errors import ConfigError
 from sf.utils.roles import RUNNER, learner_name, policy_queue_name, rollout_worker_name
 

@@ -10,7 +10,7 @@ import time
 
 import psutil
 import pytest
-from conftest import LAYOUT, ROOT, alive, read_scalars, read_until, run_sf, shm_leaked, started_pids
+from conftest import LAYOUT, ROOT, alive, read_scalars, read_until, run_sf, shm_leaked, start_sf, started_pids
 
 FAST = [*LAYOUT]
 # --backend=ray on a one-machine cluster (every component on the driver's node) must behave as --backend=local
@@ -22,15 +22,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started by a run 
 
 
 def _start(args, script=None):
-    cmd = [sys.executable, script] if script else [sys.executable, "-m", "sf_examples.train_gym_env"]
-    return subprocess.Popen(
-        [*cmd, *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
+    return start_sf(args, script=[sys.executable, script] if script else None, new_session=False)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -16,11 +16,12 @@ from test_learner import N, T, hand_built_batch, make_cfg, make_learner
 
 from sf.analysis.population import PolicyLine
 from sf.cfg.arguments import default_cfg
+from sf.experiment.checkpoint import load_state
 from sf.pbt import policy_files
 from sf.pbt.mutation import Change, Perturbation, tuned
 from sf.pbt.population import PopulationBasedTraining
 from sf.pbt.selection import Gaps, ranked, step
-from sf.runtime.checkpoint import load_state
+from sf.runner.policy_control import PolicyControl
 from sf.runtime.learner import PER_POLICY_HYPERPARAMETERS
 from sf.runtime.messages import (
     AdoptWeights,
@@ -33,7 +34,6 @@ from sf.runtime.messages import (
     WeightsAdopted,
     WeightsSaved,
 )
-from sf.runtime.policy_control import PolicyControl
 from sf.runtime.policy_mapping import PolicyMapping
 from sf.utils.errors import ConfigError
 from sf.utils.roles import learner_name

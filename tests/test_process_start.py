@@ -7,14 +7,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, alive, read_until, run_sf, shm_leaked, started_pids
+from conftest import alive, read_until, run_sf, shm_leaked, start_sf, started_pids
 
 from sf.envs.registry import RegistrySnapshot
-from sf.runtime.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
+from sf.supervision.process_start import BASE_PRELOAD, component_context, preload_modules, server_pids, stop_server
 
 
 def _factory_of(module: str):
@@ -56,11 +55,8 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 def test_components_are_forked_from_one_server_with_the_runners_settings(tmp_path, shm_before):
-    proc = subprocess.Popen(
+    proc = start_sf(
         [
-            sys.executable,
-            "-m",
-            "sf_examples.train_gym_env",
             "--env=CartPole-v1",
             "--use_rnn=False",
             "--encoder_mlp_layers",
@@ -72,10 +68,7 @@ def test_components_are_forked_from_one_server_with_the_runners_settings(tmp_pat
             "--experiment=forked",
             f"--train_dir={tmp_path}",
         ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        new_session=False,
         env={"PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "4"},
     )
     lines: list[str] = []

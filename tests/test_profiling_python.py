@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, start_sf
 
 TINY = [
     "--env=CartPole-v1",
@@ -163,9 +163,6 @@ def test_backend_none_creates_no_folder(tmp_path):
 def test_output_is_complete_after_a_signal(tmp_path, sig):
     """Stop a long parallel run by signal once the learner's profiler is running; its file must still load."""
     cmd = [
-        sys.executable,
-        "-m",
-        "sf_examples.train_gym_env",
         *TINY,
         f"--train_dir={tmp_path}",
         "--experiment=sig",
@@ -174,14 +171,7 @@ def test_output_is_complete_after_a_signal(tmp_path, sig):
         "Learner",
         "--train_for_env_steps=100000000",
     ]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_sf(cmd, new_session=False)
     try:
         for line in proc.stdout:
             if "Fps is" in line and "Total num frames: 0." not in line:  # training is under way

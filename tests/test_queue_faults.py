@@ -10,7 +10,7 @@ import sys
 from conftest import ROOT
 from queue_layout import layout_recognised
 
-from sf.runtime.orphans import session_members
+from sf.supervision.orphans import session_members
 
 TRIALS = 30
 

@@ -12,7 +12,7 @@ import threading
 import faster_fifo
 import numpy as np
 
-from sf.runtime.queue_locks import COUNT, HEAD, MUTEX_OFFSET, SIZE, TAIL, dead_holders, holder, layout_known, repair
+from sf.supervision.queue_locks import COUNT, HEAD, MUTEX_OFFSET, SIZE, TAIL, dead_holders, holder, layout_known, repair
 
 
 def _die_holding(queue, half_written: int | None = None) -> int:
@@ -94,7 +94,7 @@ def _waiter(queue) -> None:
 def test_a_queue_a_killed_waiter_left_is_renewed_and_serves_a_new_reader():
     """Without `renew`, a new reader after a killed waiter makes puts hang for good (glibc's condition variable
     keeps the dead sleeper's reference)."""
-    from sf.runtime.queue_locks import idle, renew
+    from sf.supervision.queue_locks import idle, renew
 
     ctx = mp.get_context("fork")
     queue = faster_fifo.Queue(100_000)

@@ -14,7 +14,7 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is imported: nodes bind to 127.0.0.1 only
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-from conftest import LAYOUT, ROOT, alive, read_until, run_sf, shm_leaked, started_pids  # noqa: E402
+from conftest import LAYOUT, ROOT, alive, read_until, run_sf, shm_leaked, start_sf, started_pids  # noqa: E402
 
 STORE_BYTES = 150 * 1024**2
 SECOND = "sf_test_node2"  # custom resource of the second node: pins rollout workers there
@@ -44,7 +44,7 @@ def _slot_bytes() -> int:
     """Bytes of one trajectory slot of the buffers a run with LAYOUT builds, computed here from the layout."""
     from sf.cfg.arguments import parse_full_cfg
     from sf.envs.gym_family import register_gym_env
-    from sf.runtime.setup import build_buffers, build_model, probe_env
+    from sf.runner.build import build_buffers, build_model, probe_env
 
     register_gym_env("CartPole-v1")
     cfg = parse_full_cfg(["--env=CartPole-v1", *LAYOUT])
@@ -110,11 +110,8 @@ def test_rollout_workers_on_the_second_node_show_in_profile(cluster, tmp_path, s
 
 def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train_for: int):
     c, _, _ = cluster
-    proc = subprocess.Popen(
+    proc = start_sf(
         [
-            sys.executable,
-            "-m",
-            "sf_examples.train_gym_env",
             "--env=CartPole-v1",
             *FAST,
             *extra,
@@ -123,11 +120,7 @@ def _kill_during_run(cluster, tmp_path, experiment: str, extra: list[str], train
             f"--train_dir={tmp_path}",
             f"--ray_address={c.address}",
         ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        new_session=False,
     )
     lines: list[str] = []
     try:

@@ -75,7 +75,7 @@ def _slot_bytes_per_frame() -> float:
     from sf.bench.suites import SUITES
     from sf.cfg.arguments import parse_full_cfg
     from sf.envs.gym_family import register_gym_env
-    from sf.runtime.setup import build_buffers, build_model, probe_env
+    from sf.runner.build import build_buffers, build_model, probe_env
 
     register_gym_env("CartPole-v1")
     cfg = parse_full_cfg(list(SUITES["cartpole"].flags))

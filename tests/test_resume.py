@@ -16,9 +16,9 @@ from conftest import run_sf
 
 from sf.cfg.arguments import cfg_to_dict, parse_full_cfg
 from sf.envs.gym_family import register_gym_env
-from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.experiment import Experiment
-from sf.runtime.setup import build_model, probe_env
+from sf.experiment.checkpoint import CheckpointManager
+from sf.experiment.folder import Experiment
+from sf.runner.build import build_model, probe_env
 from sf.train import run_rl
 from sf_examples.train_gym_env import gym_defaults
 

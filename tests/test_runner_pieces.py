@@ -10,9 +10,9 @@ import types
 import pytest
 
 from sf.profiling.series import read_series
-from sf.runtime.run_control import Schedule, StopRequest
-from sf.runtime.run_outputs import ProfileRecords, TimingScalars
-from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow, duration
+from sf.runner.control import Schedule, StopRequest
+from sf.runner.outputs import ProfileRecords, TimingScalars
+from sf.runner.stats import Progress, StalenessTally, TrainWindow, duration
 
 
 def test_session_frames_leave_out_a_resumed_checkpoint_once_every_learner_reported():
@@ -109,7 +109,7 @@ def test_no_time_left_from_the_default_time_limit_and_which_learners_are_startin
 
 
 def test_a_learner_killed_as_it_started_is_not_said_to_lose_an_iteration():
-    from sf.runtime.supervisor import _kill_warning
+    from sf.supervision.supervisor import _kill_warning
 
     assert _kill_warning("Learner 0", 5.0, False, starting=True) == (
         "Learner 0 did not stop within 5 s, still starting (it had trained nothing): killing it"

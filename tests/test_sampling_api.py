@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from sf.cfg.arguments import parse_full_cfg, parse_sf_args
-from sf.runtime.sampling_api import SyncSamplingAPI, obtain_env_info_in_a_separate_process, samples_per_trajectory
-from sf.runtime.setup import build_model
+from sf.runner.build import build_model
+from sf.runner.sampling_api import SyncSamplingAPI, obtain_env_info_in_a_separate_process, samples_per_trajectory
 
 T = 16
 

@@ -12,10 +12,10 @@ import pytest
 
 from sf.cfg.arguments import default_cfg
 from sf.envs import register_env
+from sf.runner.build import build_buffers, make_rollout_worker, probe_env
 from sf.runtime.event_loop import Component, EventLoop
 from sf.runtime.messages import Actions, LearnerVersion, PolicyRequest, Release, Trajectories
 from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
-from sf.runtime.setup import build_buffers, make_rollout_worker, probe_env
 from sf.utils.roles import RUNNER, Role, batcher_name, inference_worker_name, policy_queue_name, rollout_worker_name
 from sf_examples.multi_agent.cue_duel import CueDuel
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import LAYOUT, read_scalars, run_sf
 
-from sf.runtime.run_stats import Progress
-from sf.runtime.tb_tags import episode_scalars, train_scalars
+from sf.runner.stats import Progress
+from sf.runner.tb_tags import episode_scalars, train_scalars
 
 
 def test_episode_scalars_carry_sample_factory_tags_with_min_and_max():

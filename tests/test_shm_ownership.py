@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import CARTPOLE_LAYOUT, ROOT, read_until, shm_leaked, started_pids
 
-from sf.runtime.orphans import start_time
-from sf.runtime.shm_names import Ledger, named_after
+from sf.supervision.orphans import start_time
+from sf.supervision.shm_names import Ledger, named_after
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 FAST = [*CARTPOLE_LAYOUT, "--heartbeat_timeout_sec=5"]
@@ -81,7 +81,7 @@ def _guard_of(pid: int) -> dict[int, Path]:
             cmd = entry.joinpath("cmdline").read_bytes().decode().split("\0")
         except OSError:
             continue
-        if cmd[1:4] == ["-m", "sf.runtime.guard", str(pid)]:
+        if cmd[1:4] == ["-m", "sf.supervision.guard", str(pid)]:
             found[int(entry.name)] = Path(cmd[4])
     return found
 

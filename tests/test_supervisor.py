@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 from conftest import ROOT, alive
 
-from sf.runtime.guard import GRACE_S
-from sf.runtime.shared_flags import Heartbeat, RunControl
-from sf.runtime.supervisor import Supervisor
+from sf.supervision.guard import GRACE_S
+from sf.supervision.shared_flags import Heartbeat, RunControl
+from sf.supervision.supervisor import Supervisor
 
 
 def _beat_until_stopped(control: RunControl, slot: int) -> None:
@@ -138,8 +138,8 @@ def test_when_the_main_process_dies_everything_of_its_run_ends_within_seconds(tm
 OWNER = """
 import sys, threading
 from pathlib import Path
-from sf.runtime.guard import Guard
-from sf.runtime.shm_names import new_ledger
+from sf.supervision.guard import Guard
+from sf.supervision.shm_names import new_ledger
 Path(sys.argv[1]).touch()
 ledger = new_ledger()
 guard = Guard(ledger, detached=True)
@@ -158,7 +158,7 @@ def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_
         private = Path(main.stdout.readline().strip())
         assert private.is_dir()
         children = psutil.Process(main.pid).children(recursive=True)
-        assert not any("sf.runtime.guard" in " ".join(child.cmdline()) for child in children)
+        assert not any("sf.supervision.guard" in " ".join(child.cmdline()) for child in children)
         for proc in [psutil.Process(main.pid), *children]:
             proc.kill()
         main.wait()
@@ -175,8 +175,8 @@ def test_a_detached_guard_removes_what_its_process_owned_when_that_process_dies_
 def test_the_guard_never_kills_a_pid_it_cannot_identify_by_its_start_time():
     """A pid handed over without a start time (its process ended before it could be read) may belong to another
     process by the time the guard acts: it is left alone, while an identified one is ended."""
-    from sf.runtime.guard import end_left_behind
-    from sf.runtime.orphans import start_time
+    from sf.supervision.guard import end_left_behind
+    from sf.supervision.orphans import start_time
 
     unknown = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     known = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -22,8 +22,8 @@ import zlib
 import faster_fifo
 from queue_layout import queue_locked
 
-from sf.runtime.mailbox import Mailbox
-from sf.runtime.supervisor import Supervisor
+from sf.runner.mailbox import Mailbox
+from sf.supervision.supervisor import Supervisor
 
 PAYLOAD_BYTES = 1024 * 1024
 QUEUE_BYTES = 6 * PAYLOAD_BYTES

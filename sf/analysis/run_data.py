@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sf.experiment.config_file import read_config_or_empty
 from sf.profiling.activity import LOOP_OVERHEAD, WAIT_PREFIX, Activity, activity_level, activity_of
 from sf.profiling.series import Snapshot, read_series
 from sf.utils.roles import Role, role_of
@@ -117,7 +118,7 @@ def load_experiment(path: str | Path) -> Experiment:
     path = Path(path)
     profile = json.loads((path / "profile.json").read_text())
     summary = _read_json(path / "summary.json")
-    config = _read_json(path / "config.json")
+    config = read_config_or_empty(path)
     series = read_series(path)
     windows = {name: steady_window(snaps) for name, snaps in series.items()}
     cores = next((snaps[-1].cores for snaps in series.values() if snaps), None)  # of the machine the run ran on

@@ -29,6 +29,7 @@ from sf.analysis.advice import Advice, advise
 from sf.analysis.consistency import Finding, check, clip_share
 from sf.analysis.experiment_folder import folder_error
 from sf.analysis.recent import LIVE_WINDOW_S, fps_over, recent_experiment, waiting_for
+from sf.experiment.config_file import read_config_or_empty
 from sf.profiling.live_feed import LIVE_FILE, Feed, Follower, Progress, read_records
 from sf.profiling.series import SERIES_FILE, read_series
 from sf.utils.roles import Role, role_of
@@ -372,7 +373,7 @@ class LiveSource:
         if not feed.snapshots and (self.dir / LIVE_FILE).exists() and self.follower.path.name != LIVE_FILE:
             self.follower = Follower(self.dir)
             feed = self.follower.poll()
-        return build_frame(feed, self.dir, _read_json(self.dir / "config.json"), _state(self.dir, feed), window_s)
+        return build_frame(feed, self.dir, read_config_or_empty(self.dir), _state(self.dir, feed), window_s)
 
 
 class ReplaySource:
@@ -404,7 +405,7 @@ class ReplaySource:
     def frame(self, window_s: float) -> Frame:
         now = self.now()
         state = f"replay at {now:,.0f} of {self.end:,.0f} s" + (" (end)" if now >= self.end else "")
-        return build_frame(self.feed, self.dir, _read_json(self.dir / "config.json"), state, window_s, until=now)
+        return build_frame(self.feed, self.dir, read_config_or_empty(self.dir), state, window_s, until=now)
 
 
 # the terminal ----------------------------------------------------------------------------------------------

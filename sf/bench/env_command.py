@@ -37,7 +37,7 @@ def resolve(flags: list[str]) -> tuple[EnvFamily, argparse.Namespace]:
         cfg = family.parse_cfg(flags)
     except (ConfigError, LookupError, ValueError) as exc:
         raise ValueError(str(exc).strip().splitlines()[-1]) from None
-    from sf.runtime.setup import probe_env
+    from sf.runner.build import probe_env
 
     try:
         probe_env(cfg)

@@ -86,8 +86,8 @@ def sf_half(flags: list[str], args: argparse.Namespace, workdir: Path) -> tuple[
 
     from sf.algo.ppo_loss import normalize_advantages, ppo_losses
     from sf.envs.families import family_named
+    from sf.experiment.checkpoint import CheckpointManager, load_state
     from sf.model import create_actor_critic
-    from sf.runtime.checkpoint import CheckpointManager, load_state
     from sf.runtime.event_loop import EventLoop
     from sf.runtime.learner import Learner
     from sf.runtime.policy_store import LocalPolicyStore

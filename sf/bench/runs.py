@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sf.analysis.bottleneck import KINDS
+from sf.experiment.config_file import read_config_or_empty
 
 REPORT_TIMEOUT_S = 120.0
 STOP_GRACE_S = 15.0  # a run told to stop prints its trees and writes its summary within this
@@ -194,14 +195,12 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float) -> bool:
 
 def resolved_inference_placement(experiment_dir: str | Path) -> str | None:
     """The `--inference_placement` a run resolved `auto` to, from its config.json; None when it wrote none."""
-    config = Path(experiment_dir) / "config.json"
-    return json.loads(config.read_text())["inference_placement"] if config.exists() else None
+    return read_config_or_empty(experiment_dir).get("inference_placement")
 
 
 def resolved_precision(experiment_dir: str | Path) -> dict | None:
     """What the run's image encoder computed in and why (`precision_in_use` of its config.json), or None."""
-    config = Path(experiment_dir) / "config.json"
-    return json.loads(config.read_text()).get("precision_in_use") if config.exists() else None
+    return read_config_or_empty(experiment_dir).get("precision_in_use")
 
 
 def profile_report(experiment_dir: str | Path, timeout: float = REPORT_TIMEOUT_S) -> dict | None:

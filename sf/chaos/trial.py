@@ -36,9 +36,9 @@ from sf.chaos.faults import (
     expected_error,
     inject,
 )
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager
 from sf.profiling.live_feed import LIVE_FILE
-from sf.runtime.checkpoint import CheckpointError, CheckpointManager
-from sf.runtime.orphans import child_pids, session_members, shm_files, shm_inodes
+from sf.supervision.orphans import child_pids, session_members, shm_files, shm_inodes
 
 END_LIMIT_S = 5.0  # every fault ends the run within this (heartbeat faults: the timeout plus this)
 HEAL_LIMIT_S = 10.0  # a healing fault: frames rise again within this (heartbeat faults: the timeout plus this)
@@ -293,7 +293,7 @@ def _watch_end(proc: subprocess.Popen, watch_s: float, since: float) -> tuple[fl
 
 def _run_processes(main_pid: int) -> list[int]:
     """The live processes of the run whose main process (and session leader) is `main_pid`, its guard included."""
-    guard = f"sf.runtime.guard\0{main_pid}\0".encode()
+    guard = f"sf.supervision.guard\0{main_pid}\0".encode()
     guards = [int(p.name) for p in Path("/proc").glob("[0-9]*") if guard in _cmdline(int(p.name))]
     return [*session_members(main_pid), *guards]
 

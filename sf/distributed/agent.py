@@ -38,7 +38,6 @@ from sf.envs.spaces import EnvInfo
 from sf.profiling import resources
 from sf.profiling.activity import activity_of
 from sf.profiling.live_feed import snapshot_interval
-from sf.runtime import process_start
 from sf.runtime.messages import (
     ComponentError,
     FinalProfile,
@@ -53,8 +52,9 @@ from sf.runtime.messages import (
     encode,
     unwrap,
 )
-from sf.runtime.orphans import named_semaphores
-from sf.runtime.supervisor import Supervisor
+from sf.supervision import process_start
+from sf.supervision.orphans import named_semaphores
+from sf.supervision.supervisor import Supervisor
 from sf.utils.roles import (
     RUNNER,
     batcher_name,
@@ -91,6 +91,7 @@ class AgentSpec:
     # the model factory, pickled (sf.distributed.transfer.portable_model_factory): loaded in `start`, after the fork
     # server, since loading it imports torch; None: sf's own parts
     models: bytes | None = None
+    inference_placement: str = "own_process"  # as the driver resolved it (`RunSettings`)
 
 
 class NodeAgent:
@@ -125,11 +126,13 @@ class NodeAgent:
         process_start.start_server(self.spec.envs, self.spec.cfg.force_envs_single_thread)
         from sf.cfg.arguments import resolve_device
         from sf.model.factory import model_factory_snapshot, restore_model_factory
+        from sf.runner.build import build_model, layout_of, precision_choice
+        from sf.runner.parallel import QUEUE_BYTES, start_component_process
+        from sf.runner.process_context import ProcessContext
+        from sf.runner.settings import RunSettings
         from sf.runtime.buffers import TrajectoryBuffers, trajectories_per_batch
         from sf.runtime.policy_store import SharedPolicyStore
-        from sf.runtime.process_start import STOP_SIGNALS
-        from sf.runtime.runner_parallel import QUEUE_BYTES, start_component_process
-        from sf.runtime.setup import build_model, layout_of, precision_choice
+        from sf.supervision.process_start import STOP_SIGNALS
         from sf.utils.logging import setup_logging
 
         spec, cfg = self.spec, self.spec.cfg
@@ -168,20 +171,21 @@ class NodeAgent:
         for w in spec.workers:
             self.queues[rollout_worker_name(w)] = faster_fifo.Queue(QUEUE_BYTES)
         self.policy_of = {batcher_name(p): p for p in range(cfg.num_policies)}
-        device = resolve_device(cfg)
-        log.info("%s: precision %s", spec.name, precision_choice(cfg, env_info, device).describe())
-        shared = dict(
+        device = resolve_device(cfg)  # this node's: it may have a GPU where the driver's has none, or the reverse
+        settings = RunSettings(device, precision_choice(cfg, env_info, device), spec.inference_placement)
+        log.info("%s: precision %s", spec.name, settings.precision.describe())
+        ctx = ProcessContext(
             cfg=cfg,
+            settings=settings,
             env_info=env_info,
             buffers=self.buffers,
             stores=self.stores,
             queues=self.queues,
-            stop_event=self.stop_event,
-            device=device,
+            control=self.stop_event,
             experiment_dir=spec.experiment_dir,
             envs=spec.envs,
-            ledger=str(self.supervisor.ledger.path),
             models=model_factory_snapshot(),
+            ledger=str(self.supervisor.ledger.path),
         )
         self.supervisor.begin()
         starts = [("inference", p, i) for p in range(cfg.num_policies) for i in spec.inference_workers]
@@ -189,7 +193,7 @@ class NodeAgent:
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             for slot, (kind, a, b) in enumerate(starts):
-                start_component_process(self.supervisor, start_ctx, kind, a, b, shared, slot)
+                start_component_process(self.supervisor, start_ctx, kind, a, b, ctx, slot)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.thread = threading.Thread(target=self._forward, name=spec.name, daemon=True)

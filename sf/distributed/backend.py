@@ -24,6 +24,7 @@ from sf.distributed.transfer import portable_model_factory, portable_registry
 from sf.distributed.weights import WeightsPublisher
 from sf.envs.registry import registry_snapshot
 from sf.model.factory import model_factory_snapshot
+from sf.runner.process_context import ProcessContext
 from sf.utils.roles import inference_worker_name, rollout_worker_name
 
 log = logging.getLogger("sf")
@@ -33,8 +34,9 @@ class RayPlacement:
     """What the parallel placement asks of a cluster: which workers stay local, the routes and names of the remote
     ones, and the links that stand in for their processes."""
 
-    def __init__(self, cfg, placement: Placement, driver: cluster.NodeInfo):
+    def __init__(self, cfg, placement: Placement, driver: cluster.NodeInfo, colocated: bool):
         self.cfg = cfg
+        self.colocated = colocated  # inference in each rollout worker's process (`RunSettings.colocated`)
         self.placement = placement
         self.driver = driver
         self.local_workers = placement.local_workers
@@ -51,28 +53,28 @@ class RayPlacement:
         names = set()
         for group in self.placement.groups:
             names |= {group.name} | {rollout_worker_name(w) for w in group.workers}
-            served = (
-                group.workers if self.cfg.inference_placement == "rollout_worker" else self.inference_workers(group)
-            )
+            served = group.workers if self.colocated else self.inference_workers(group)
             names |= {inference_worker_name(p, i) for p in range(self.cfg.num_policies) for i in served}
         return names
 
     def inference_workers(self, group) -> tuple[int, ...]:
         """Indices of a node's inference worker processes: after the driver's, so every name in profile.json is
         unique; none where each rollout worker holds its own (named after the worker)."""
-        if self.cfg.inference_placement == "rollout_worker":
+        if self.colocated:
             return ()
         n = self.cfg.policy_workers_per_policy
         k = self.placement.groups.index(group) + 1
         return tuple(range(k * n, (k + 1) * n))
 
-    def start_links(self, shared: dict, experiment_dir: str, nodes: dict, grace_s) -> dict[str, NodeLink]:
+    def start_links(self, process_ctx: ProcessContext, nodes: dict, grace_s) -> dict[str, NodeLink]:
+        """A link per node group, each starting its node's agent with what the node's processes need."""
         ctx = LinkContext(
             self.cfg,
-            shared["buffers"],
-            shared["queues"],
-            WeightsPublisher(shared["stores"]),
-            shared["stop_event"],
+            self.colocated,
+            process_ctx.buffers,
+            process_ctx.queues,
+            WeightsPublisher(process_ctx.stores),
+            process_ctx.control,
             nodes,
             grace_s,
         )
@@ -81,17 +83,18 @@ class RayPlacement:
         # a node's processes run in another working directory: relative paths would land elsewhere
         remote_cfg = argparse.Namespace(**vars(self.cfg))
         remote_cfg.profiling = replace(self.cfg.profiling, output_dir=Path(self.cfg.profiling.output_dir).resolve())
-        experiment_dir = str(Path(experiment_dir).resolve())
+        experiment_dir = str(Path(process_ctx.experiment_dir).resolve())
         for group in self.placement.groups:
             spec = AgentSpec(
                 group.name,
                 group.workers,
                 self.inference_workers(group),
                 remote_cfg,
-                shared["env_info"],
+                process_ctx.env_info,
                 envs,
                 experiment_dir,
                 models,
+                process_ctx.settings.inference_placement,
             )
             link = NodeLink(group, spec, self.inboxes[group.name], ctx)
             link.start()
@@ -106,15 +109,16 @@ class RayPlacement:
                 pass
 
 
-def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=None, registrations=None) -> dict:
-    from sf.runtime.runner_parallel import run_parallel
+def run_ray(cfg, experiment, env_info, settings, stop_event_local, resume=None, registrations=None) -> dict:
+    from sf.runner.parallel import run_parallel
 
     started = cluster.connect(cfg.ray_address)
     placement = None
     try:
         driver = cluster.this_node()
         nodes = cluster.alive_nodes()
-        placement = RayPlacement(cfg, plan(cfg, nodes, driver.ray_node_id, cluster.custom_resources()), driver)
+        planned = plan(cfg, nodes, driver.ray_node_id, cluster.custom_resources())
+        placement = RayPlacement(cfg, planned, driver, settings.colocated)
         log.info(
             "Ray cluster of %d node(s); rollout workers %s on this node (%s)%s",
             len(nodes),
@@ -122,7 +126,7 @@ def run_ray(cfg, experiment, env_info, device: str, stop_event_local, resume=Non
             driver.label,
             "".join(f", {list(g.workers)} under {g.name}" for g in placement.placement.groups),
         )
-        return run_parallel(cfg, experiment, env_info, device, stop_event_local, placement, resume, registrations)
+        return run_parallel(cfg, experiment, env_info, settings, stop_event_local, placement, resume, registrations)
     finally:
         if placement is not None:
             placement.close()

@@ -63,6 +63,7 @@ class LinkContext:
     """What every link of a run shares: the driver's buffers, queues and weights, the run's stop event."""
 
     cfg: Any
+    colocated: bool  # inference in each rollout worker's process (`RunSettings.colocated`)
     buffers: TrajectoryBuffers
     queues: dict
     publisher: WeightsPublisher
@@ -145,7 +146,7 @@ class NodeLink:
         for label, pid in pids.items():
             self.ctx.nodes[label] = self.node.to_dict()
             log.info("started %s pid=%d on node %s", label, pid, self.node.label)
-        if self.ctx.cfg.inference_placement == "rollout_worker":  # in the processes of the node's rollout workers
+        if self.ctx.colocated:  # in the processes of the node's rollout workers
             for p in range(self.ctx.cfg.num_policies):
                 self.ctx.nodes.update({inference_worker_name(p, w): self.node.to_dict() for w in self.group.workers})
 

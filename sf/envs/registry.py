@@ -51,7 +51,7 @@ _create_hooks: list[CreateHook] = []
 def register_env(name: str, factory: EnvFactory, shm_names: tuple[str, ...] = ()) -> None:
     """Register (or replace) the factory called as `factory(name, cfg, env_config, render_mode)`. `shm_names`:
     glob patterns of the /dev/shm names the env's engines make (VizDoom's shared memory and message queues), so that
-    a run killed while it starts such an env still removes them (`sf.runtime.shm_names`)."""
+    a run killed while it starts such an env still removes them (`sf.supervision.shm_names`)."""
     _REGISTRY[name] = factory
     _SHM_NAMES[name] = tuple(shm_names)
 

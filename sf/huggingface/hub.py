@@ -14,11 +14,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from sf.experiment.config_file import CONFIG_FILE
 from sf.huggingface.model_card import Score, model_card
 
 STAGING = "hub_upload"
 CARD = "README.md"
-CONFIG = "config.json"
+CONFIG = CONFIG_FILE
 # what a new push replaces on the Hub: an older checkpoint left there would be the newer one once downloaded
 REPLACED = ["checkpoint_p*/*.pth", "*.mp4"]
 EXIT_FAILED = 1
@@ -41,7 +42,7 @@ def stage(
     video: Path | None,
 ) -> Path:
     """Lay out in `<experiment_dir>/hub_upload/` what a push uploads (the folder is made anew each time)."""
-    from sf.runtime.checkpoint import CheckpointManager  # torch: not for a load, which only copies files
+    from sf.experiment.checkpoint import CheckpointManager  # torch: not for a load, which only copies files
 
     newest = CheckpointManager(experiment_dir, policy_index, keep=1).newest(checkpoint_kind)
     if newest is None:

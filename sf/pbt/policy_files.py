@@ -1,6 +1,6 @@
 """Each policy's current hyperparameters and reward shaping in the experiment folder, under Sample Factory's names:
 `policy_<id, 2 digits>_cfg.json` (flag name -> value) and `policy_<id>_reward_shaping.json` (the env's scheme, or
-null). Written whole or not at all (`sf.runtime.durable`) at the start of a run and after every change; a resumed
+null). Written whole or not at all (`sf.experiment.durable`) at the start of a run and after every change; a resumed
 run reads them back, and files put there before a run's first start give its policies their first values.
 """
 
@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sf.runtime.durable import replace_file
+from sf.experiment.durable import replace_file
 from sf.runtime.learner import PER_POLICY_HYPERPARAMETERS
 from sf.utils.errors import ConfigError
 

@@ -5,7 +5,7 @@ hyperparameters and reward shaping; registered on the runner, it sends them to t
 (`on_init`), and after every training iteration looks for policies due for a step: those that trained
 `--pbt_period_env_steps` frames since their last one, once they have `--pbt_start_mutation`. A step follows
 `selection.step` and `mutation.Perturbation`; a replacement is a weight copy the runner carries out between the
-target's iterations (`sf.runtime.policy_control`), and the target's new values are written and applied once it has
+target's iterations (`sf.runner.policy_control`), and the target's new values are written and applied once it has
 the weights. Every replacement and every mutation is one log line and a `pbt/` TensorBoard scalar of the policy;
 summary.json gets a `population` section.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from sf.pbt import policy_files
 from sf.pbt.mutation import Change, Perturbation, tuned
 from sf.pbt.selection import Gaps, Step, step
+from sf.runner.observers import AlgoObserver
 from sf.runtime.messages import WeightsAdopted
-from sf.runtime.observers import AlgoObserver
 
 log = logging.getLogger("sf")
 

@@ -21,7 +21,7 @@ class Batcher(Component):
     wait_key = "wait_trajectories"
 
     def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int, epochs=None):
-        """`epochs`: each rollout worker's incarnation (`sf.runtime.incarnations`): trajectories of a worker that
+        """`epochs`: each rollout worker's incarnation (`sf.supervision.incarnations`): trajectories of a worker that
         died since are dropped, not trained on, and their slots not released (its replacement starts with them)."""
         super().__init__(batcher_name(policy_id))
         self.cfg = cfg

@@ -91,7 +91,7 @@ class Component:
     def on_stop(self) -> None:
         """Called once when the loop stops: final saves, closing envs."""
 
-    # restarts of other components (`sf.runtime.incarnations`) ---------------------------------------------------
+    # restarts of other components (`sf.supervision.incarnations`) ---------------------------------------------------
     def forget_worker(self, worker: int) -> None:
         """Rollout worker `worker` was restarted: drop what is held of its dead incarnation."""
 
@@ -129,7 +129,7 @@ class EventLoop:
         self.meter = LoopMeter(_clock())
         self.lifetime_s = 0.0
         self.failed: str | None = None  # the component whose handler or hook raised, for the error that ends the run
-        self.fence = None  # `sf.runtime.incarnations.Fence` where components restart in place
+        self.fence = None  # `sf.supervision.incarnations.Fence` where components restart in place
         # called in a failed handler's except clause: True when it handled the failure (a serial run's rollout worker
         # restarted in place) and the loop goes on
         self.on_failure: Callable[[Component], bool] | None = None
@@ -371,6 +371,12 @@ class EventLoop:
             pass
         finally:
             self.stopped = True
+
+    def drop_local_messages_to(self, dest: str) -> None:
+        """Forget what is queued here for `dest` (a component being replaced: its successor starts afresh)."""
+        kept = [(to, msg) for to, msg in self.local if to != dest]
+        self.local.clear()
+        self.local.extend(kept)
 
     def deliver_local(self, dest: str) -> None:
         """After stopping: hand `dest` what the others sent it on their way out (final stats)."""

@@ -34,7 +34,7 @@ class InferenceWorker(Component):
         device: str,
         epochs=None,
     ):
-        """`epochs`: each rollout worker's incarnation (`sf.runtime.incarnations`); a request of an older one, whose
+        """`epochs`: each rollout worker's incarnation (`sf.supervision.incarnations`); a request of an older one, whose
         worker died, is not served."""
         super().__init__(inference_worker_name(policy_id, worker_idx))
         self.cfg = cfg

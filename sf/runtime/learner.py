@@ -24,8 +24,8 @@ from sf.algo.gae import compute_gae
 from sf.algo.lr_schedule import LearningRateSchedule
 from sf.algo.ppo_loss import LossCoefficients, LossInputs, ppo_losses
 from sf.algo.vtrace import compute_vtrace
+from sf.experiment.checkpoint import CheckpointError, CheckpointManager, load_state
 from sf.profiling import staleness
-from sf.runtime.checkpoint import CheckpointError, CheckpointManager, load_state
 from sf.runtime.event_loop import Component
 from sf.runtime.messages import (
     AdoptWeights,
@@ -84,7 +84,7 @@ class Learner(Component):
         self.store = policy_store
         self.device = torch.device(device)
         self.checkpoints = checkpoints
-        self.resume_from = resume_from  # the checkpoint the main process chose (sf.runtime.resume)
+        self.resume_from = resume_from  # the checkpoint the main process chose (sf.experiment.resume)
         self.reward_scale = cfg.reward_scale * reward_scale
         self.env_steps = 0
         self.version = 0

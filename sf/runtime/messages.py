@@ -38,7 +38,7 @@ COMPONENT_PROCESSES = (ROLLOUT, INFERENCE, BATCHER, LEARNER)  # what shares a pr
 class PolicyRequest(NamedTuple):
     """RolloutWorker -> InferenceWorker (the address `policy_p<i>` its policy's workers share): the observations of
     one split's envs are in the buffers at these slots and steps; compute their actions. `epoch`: the worker's
-    incarnation (a request of one that died is dropped, `sf.runtime.incarnations`); `seq`: the request's number,
+    incarnation (a request of one that died is dropped, `sf.supervision.incarnations`); `seq`: the request's number,
     which the answer carries back (a request sent again after an inference worker's restart is answered once)."""
 
     worker: int

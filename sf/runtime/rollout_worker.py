@@ -39,7 +39,7 @@ from sf.runtime.messages import (
     TrainingInfo,
     Trajectories,
 )
-from sf.runtime.shm_names import Ledger
+from sf.supervision.shm_names import Ledger
 from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
 
 
@@ -56,8 +56,8 @@ class RolloutWorker(Component):
         epoch: int = 0,
         versions: list[int] | None = None,
     ):
-        """`ledger`: where the run records the /dev/shm names its envs' engines make (`sf.runtime.shm_names`).
-        `epoch`: this incarnation of the worker (`sf.runtime.incarnations`); `versions`: each policy's version now,
+        """`ledger`: where the run records the /dev/shm names its envs' engines make (`sf.supervision.shm_names`).
+        `epoch`: this incarnation of the worker (`sf.supervision.incarnations`); `versions`: each policy's version now,
         for a worker restarted in a synchronous run (its envs' quotas follow the version)."""
         super().__init__(rollout_worker_name(worker_idx))
         self.cfg = cfg

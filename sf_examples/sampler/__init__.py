@@ -1,2 +1,2 @@
 """Sampling without a learner: trajectories from the rollout and inference workers, for data collection and
-evaluation (`sf.runtime.sampling_api`)."""
+evaluation (`sf.runner.sampling_api`)."""

@@ -19,7 +19,7 @@ import torch
 from sf.cfg.arguments import resolve_device, str2bool
 from sf.enjoy import load_policy, merged_cfg
 from sf.envs.families import family_of_argv
-from sf.runtime.sampling_api import SyncSamplingAPI, obtain_env_info_in_a_separate_process, samples_per_trajectory
+from sf.runner.sampling_api import SyncSamplingAPI, obtain_env_info_in_a_separate_process, samples_per_trajectory
 from sf.utils.logging import log, setup_logging
 from sf.utils.typing import Config, InitModelData, PolicyID, StatusCode
 

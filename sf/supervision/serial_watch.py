@@ -25,8 +25,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from sf.runtime.process_start import STOP_SIGNALS
-from sf.runtime.supervisor import START_LIMIT_S
+from sf.supervision.process_start import STOP_SIGNALS
+from sf.supervision.supervisor import START_LIMIT_S
 from sf.utils.roles import RUNNER
 
 log = logging.getLogger("sf")

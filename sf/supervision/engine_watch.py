@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from sf.runtime.orphans import child_pids, describe, running, start_time
-from sf.runtime.shared_flags import Heartbeat
+from sf.supervision.orphans import child_pids, describe, running, start_time
+from sf.supervision.shared_flags import Heartbeat
 
 PERIOD_S = 0.5  # each look reads one /proc file per engine: 16 engines cost 2 ms a second
 REFRESH_S = 5.0  # how often new engines are looked for: a scan of every process in /proc, 5-20 ms

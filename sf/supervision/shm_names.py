@@ -14,9 +14,9 @@ are left alone. A name becomes the run's in one of three ways:
   (`pym-<pid>-...`) carry the pid of the process that made them; such a name with the pid of a process of the run,
   and no older than that process, is the run's (`named_after`);
 - held by what is left of the run: an engine ended because its worker died while still starting it holds names
-  not yet recorded; those it holds that were made since the run began are the run's (`sf.runtime.orphans.held_since`).
+  not yet recorded; those it holds that were made since the run began are the run's (`orphans.held_since`).
 
-What the run owns is removed only once no live process holds it (`sf.runtime.orphans.unlink_unused`).
+What the run owns is removed only once no live process holds it (`sf.supervision.orphans.unlink_unused`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sf.runtime.orphans import (
+from sf.supervision.orphans import (
     SHM_DIR,
     descendants,
     inode,

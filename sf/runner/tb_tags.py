@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import psutil
 
-from sf.runtime.run_stats import Progress
+from sf.runner.stats import Progress
 
 # sf's learner statistic -> the name Sample Factory's learner writes the same value under (both are written)
 TRAIN_ALIASES = {

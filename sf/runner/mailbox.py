@@ -17,7 +17,7 @@ from collections import deque
 
 import faster_fifo
 
-from sf.runtime.errors import error_line
+from sf.utils.errors import exception_line
 
 log = logging.getLogger("sf")
 
@@ -59,7 +59,7 @@ class Mailbox:
         try:
             self._pump()
         except Exception as exc:  # a message that does not unpickle: the run cannot trust its inbox any more
-            self.error = error_line(exc)
+            self.error = exception_line(exc)
             log.error("the runner's inbox failed: %s", self.error)
 
     def _pump(self) -> None:

@@ -1,7 +1,7 @@
 """A run's queue that a dead process left locked, and how a restart takes it back.
 
 faster-fifo guards each queue with a process-shared pthread mutex that is not robust: a process killed inside a put
-or a get leaves it locked, and every later put or get waits forever (`sf.runtime.mailbox`). A run that restarts a
+or a get leaves it locked, and every later put or get waits forever (`sf.runner.mailbox`). A run that restarts a
 dead component (one in 20-30 kills of a busy rollout worker lands inside a put) must take such a lock back first.
 glibc records in the mutex the thread that holds it (`__lock` and `__owner`, the first and third 32-bit words of
 `pthread_mutex_t` on Linux), and faster-fifo keeps the mutex at a fixed place of the queue's shared header, after

@@ -10,8 +10,8 @@ the profiler's wrapper script (`sf.profiling.launch`).
 The server's environment is what its children inherit, not the runner's at each start: it is started with the math
 libraries' thread variables set to 1 when `--force_envs_single_thread` asks for that (every component process sets
 torch to one thread anyway), and with SIGINT and SIGTERM blocked, as the runner blocks them for its components. It
-dies with the process that started it (`sf.runtime.fork_server_link`). `run_rl` starts it before anything else
-(`start_server`); the supervisor (`sf.runtime.supervisor`) starts every component from it.
+dies with the process that started it (`sf.supervision.fork_server_link`). `run_rl` starts it before anything else
+(`start_server`); the supervisor (`sf.supervision.supervisor`) starts every component from it.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 
 from sf.envs.registry import RegistrySnapshot
-from sf.runtime.parent_link import MAIN_PID_VARIABLE
+from sf.supervision.parent_link import MAIN_PID_VARIABLE
 from sf.utils.process_settings import thread_limits
 
 log = logging.getLogger("sf")
 
 STOP_TIMEOUT_S = 5.0
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # blocked in the server and so in every component it forks
-BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runtime.runner_parallel", "sf.runtime.kernel_warmup")
-SERVER_LINK = "sf.runtime.fork_server_link"
+BASE_PRELOAD = ("torch", "numpy", "faster_fifo", "sf.runner.parallel", "sf.supervision.kernel_warmup")
+SERVER_LINK = "sf.supervision.fork_server_link"
 
 
 def forkserver_available() -> bool:
@@ -64,7 +64,7 @@ def component_context(preload: list[str], single_thread: bool) -> BaseContext:
     """The context to start component processes from: the fork server, running, or spawn where there is none. The
     server is started with SIGINT and SIGTERM blocked, a mask it hands to every child it forks.
 
-    Started from the main thread, the server dies with this process (`sf.runtime.fork_server_link`, imported first,
+    Started from the main thread, the server dies with this process (`sf.supervision.fork_server_link`, imported first,
     so that a server this process no longer needs does not finish its imports)."""
     if not forkserver_available():
         return mp.get_context("spawn")

@@ -17,12 +17,12 @@ worker acts with them from its first step.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sf.cfg.arguments import cfg_to_dict
-from sf.runtime.checkpoint import CheckpointManager, Loaded
+from sf.experiment.checkpoint import CheckpointManager, Loaded
+from sf.experiment.config_file import UnreadableConfig, read_config
 from sf.utils.errors import ConfigError
 
 # flags that decide what a checkpoint holds: model shapes and buffers, optimizer state, the env's spaces
@@ -87,7 +87,7 @@ def find_resume_point(cfg) -> ResumePoint | None:
         loaded = CheckpointManager(folder, policy, cfg.keep_checkpoints).newest(cfg.load_checkpoint_kind)
         if loaded is not None:  # the learner loads the optimizer's state itself; the run keeps only the rest
             point.checkpoints[policy] = Loaded(loaded.path, {k: v for k, v in loaded.state.items() if k != "optimizer"})
-    saved = _saved_config(folder / "config.json")
+    saved = _saved_config(folder)
     if saved is not None:
         point.changed = config_changes(saved, cfg_to_dict(cfg))
     refused = {key: values for key, values in point.changed.items() if key in CHECKPOINT_FLAGS}
@@ -115,23 +115,17 @@ def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
     return changes
 
 
-def _saved_config(path: Path) -> dict | None:
+def _saved_config(folder: Path) -> dict | None:
     """The saved config, None where there is none; a config that cannot be read refuses the resume: what the
     checkpoints hold could not be compared with what this run would build."""
     try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        config = exc
-    if not isinstance(config, dict):
-        why = config if isinstance(config, Exception) else "not a JSON object"
+        return read_config(folder)
+    except UnreadableConfig as err:
         raise ConfigError(
-            f"--restart_behavior=resume: {path} cannot be read ({why}): the run it would resume is unknown. Repair or "
-            f"remove it, or use --restart_behavior=restart or another --experiment",
+            f"--restart_behavior=resume: {err}: the run it would resume is unknown. Repair or remove it, or use "
+            f"--restart_behavior=restart or another --experiment",
             flag="--restart_behavior",
-        )
-    return config
+        ) from None
 
 
 def _show(value) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from sf.runtime.durable import TMP_SUFFIX, fsync_dir, replace_file
+from sf.experiment.durable import TMP_SUFFIX, fsync_dir, replace_file
 
 log = logging.getLogger("sf")
 

@@ -1,17 +1,17 @@
 """The run's guard: a small process that outlives the main process by a few seconds and ends what it left behind.
 
-Components stop by themselves when the main process dies (`sf.runtime.parent_link`), but one that is stuck (on a
+Components stop by themselves when the main process dies (`sf.supervision.parent_link`), but one that is stuck (on a
 queue lock a dead process left taken) or stopped (SIGSTOP) cannot, and a serial run's VizDoom engines never notice
 that the process driving them is gone. The supervisor starts this guard first, with a pipe on its stdin that only the
 main process holds, and tells it each process it starts (`watch <pid> <start time>`; `follow` and `unfollow`
 around a serial run's start, while it follows every child the main process has). End of file without `done`
 means the main process died: the guard gives the watched processes `GRACE_S` to end, kills those still there and the
 followed ones (env engines, which never notice) with every process below them, then unlinks the /dev/shm names the
-run owns (`sf.runtime.shm_names`: those in its ledger, those named after one of its processes, those the processes
+run owns (`sf.supervision.shm_names`: those in its ledger, those named after one of its processes, those the processes
 it killed held and the run made) once nobody holds them, and removes the run's private folder. Nothing else in
 /dev/shm is touched, whatever appeared there during the run.
 
-Run as `python -m sf.runtime.guard <main pid> <ledger>`: it imports nothing heavy, and runs in a session of its own,
+Run as `python -m sf.supervision.guard <main pid> <ledger>`: it imports nothing heavy, and runs in a session of its own,
 so that a signal to the run's process group does not reach it (Ctrl-C lets the main process end the run in order and
 say `done`; `kill -9 -<pgid>` leaves the guard to end what is left). It ignores SIGINT and SIGTERM all the same.
 """
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from sf.runtime.orphans import (
+from sf.supervision.orphans import (
     child_pids,
     descendants,
     describe,
@@ -34,7 +34,7 @@ from sf.runtime.orphans import (
     start_time,
     unlink_unused,
 )
-from sf.runtime.shm_names import Ledger, named_after, remove_private_dir
+from sf.supervision.shm_names import Ledger, named_after, remove_private_dir
 
 GRACE_S = 3.0
 POLL_S = 0.1
@@ -53,7 +53,7 @@ class Guard:
             [
                 sys.executable,
                 "-m",
-                "sf.runtime.guard",
+                "sf.supervision.guard",
                 str(os.getpid()),
                 str(ledger.path),
                 *(["--detached"] if detached else []),

@@ -19,7 +19,7 @@ block of 64-bit words (`Incarnations`; aligned loads and stores are atomic, one 
   unanswered requests again, each under a new number, so a late answer to the old one is recognized and ignored;
 - `dropped[slot]`: trajectories each process dropped for a restart, for the summary.
 
-The main process (`sf.runtime.healer`) writes the block and starts the replacement once every process that could
+The main process (`sf.supervision.healer`) writes the block and starts the replacement once every process that could
 hold the dead one's work has acknowledged. A serial run keeps the same block in local memory and catches up at once.
 """
 

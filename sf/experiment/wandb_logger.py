@@ -7,13 +7,13 @@ Scalars are logged with `env_frames` as their x axis; with several policies each
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from datetime import datetime
 from pathlib import Path
 
 from sf.cfg.arguments import cfg_to_dict
+from sf.experiment.config_file import read_config_or_empty
 
 log = logging.getLogger("sf")
 
@@ -22,9 +22,8 @@ STEP_KEY = "env_frames"
 
 def wandb_run_id(cfg, experiment_dir: Path) -> str:
     """The id saved with the experiment when it is resumed, else a new one."""
-    saved = experiment_dir / "config.json"
-    if cfg.restart_behavior == "resume" and saved.is_file():
-        previous = json.loads(saved.read_text()).get("wandb_unique_id")
+    if cfg.restart_behavior == "resume":
+        previous = read_config_or_empty(experiment_dir).get("wandb_unique_id")
         if previous:
             return previous
     return f"{cfg.experiment}_{datetime.now().strftime('%Y%m%d_%H%M%S_%f')}"

@@ -1,9 +1,14 @@
-"""What every placement needs before components exist: the env's spaces, the model, the buffers, the kind of rollout
-worker."""
+"""How a run's components are built, the same way for every placement: the env's spaces, the model, the buffers,
+then `build_components`, which makes the components of one kind (a learner with its batcher, an inference worker, a
+rollout worker with the inference workers it holds) from `ComponentInputs`. The serial placement calls it for every
+component on its one loop, the parallel one in each component process, a Ray node's agent in each of its processes."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -13,12 +18,20 @@ from sf.envs.registry import create_vector_env
 from sf.envs.spaces import EnvInfo
 from sf.envs.training_info import default_reward_shaping
 from sf.envs.vector import VectorConfig
+from sf.experiment.checkpoint import CheckpointManager
 from sf.model import create_actor_critic
 from sf.model.precision import PrecisionChoice, choose_precision
+from sf.runtime.batcher import Batcher
 from sf.runtime.buffers import BufferLayout, TrajectoryBuffers, make_layout, trajectories_per_batch
+from sf.runtime.event_loop import Component
+from sf.runtime.inference_worker import InferenceWorker
+from sf.runtime.learner import Learner
 from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
 from sf.runtime.rollout_worker import RolloutWorker
+from sf.supervision.incarnations import Epochs
+from sf.supervision.shm_names import Ledger
 from sf.utils.errors import ConfigError
+from sf.utils.roles import policy_queue_name
 
 
 def probe_env(cfg) -> EnvInfo:
@@ -112,3 +125,51 @@ def make_rollout_worker(cfg, worker_idx: int, buffers: TrajectoryBuffers, *args,
     arguments are `RolloutWorker`'s)."""
     kind = MultiAgentRolloutWorker if buffers.layout.multi_agent else RolloutWorker
     return kind(cfg, worker_idx, buffers, *args, **kwargs)
+
+
+@dataclass
+class ComponentInputs:
+    """What building a component takes, whatever the placement. `model_for(policy)` gives the policy's model in this
+    process (one shared by learner and inference in a serial run, a new one per process in a parallel run)."""
+
+    cfg: Any
+    env_info: EnvInfo
+    device: str
+    colocated: bool  # inference workers live in the rollout workers' processes
+    buffers: TrajectoryBuffers
+    stores: list  # each policy's store (`sf.runtime.policy_store`)
+    model_for: Callable[[int], Any]
+    experiment_dir: str | Path = ""
+    ledger: Ledger | None = None
+    resume: dict[int, Path] = field(default_factory=dict)  # the checkpoint each policy continues from
+    epochs: Epochs | None = None  # each rollout worker's incarnation, where components can be restarted
+    worker_incarnation: Callable[[int], int] = lambda worker: 0
+
+
+Built = list[tuple[Component, tuple[str, ...]]]  # components with the names (aliases) they also answer to
+
+
+def build_components(kind: str, a: int, b: int | None, inputs: ComponentInputs) -> Built:
+    """The components of one kind: "learner" (policy `a`'s learner and batcher), "inference" (policy `a`'s inference
+    worker `b`), "rollout" (rollout worker `a`, with an inference worker per policy when inference is colocated)."""
+    cfg = inputs.cfg
+    if kind == "learner":
+        checkpoints = CheckpointManager(inputs.experiment_dir, a, cfg.keep_checkpoints, cfg.save_milestones_sec)
+        model, store = inputs.model_for(a), inputs.stores[a]
+        learner = Learner(
+            cfg, a, model, store, inputs.device, checkpoints, inputs.env_info.reward_scale, inputs.resume.get(a)
+        )
+        return [(learner, ()), (Batcher(cfg, a, inputs.buffers, inputs.env_info.frameskip, inputs.epochs), ())]
+    if kind == "inference":
+        return [(_inference_worker(inputs, a, b), (policy_queue_name(a),))]
+    versions = [store.version for store in inputs.stores]
+    worker = make_rollout_worker(cfg, a, inputs.buffers, inputs.ledger, inputs.worker_incarnation(a), versions)
+    built: Built = [(worker, ())]
+    if inputs.colocated:
+        built += [(_inference_worker(inputs, p, a), (policy_queue_name(p),)) for p in range(cfg.num_policies)]
+    return built
+
+
+def _inference_worker(inputs: ComponentInputs, policy: int, index: int) -> InferenceWorker:
+    model, store = inputs.model_for(policy), inputs.stores[policy]
+    return InferenceWorker(inputs.cfg, policy, index, inputs.buffers, model, store, inputs.device, inputs.epochs)

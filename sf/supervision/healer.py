@@ -7,14 +7,14 @@ heal, asks `Healer.take` instead of ending the run. A restart:
 1. ends what the dead process left (its env engines, which this process adopted, and the /dev/shm names of the run
    nobody holds any more);
 2. moves the dead process's inbox, or its policy's, to a fresh queue of the spare pool (a spare no process uses any
-   more is renewed and goes back to the pool: `sf.runtime.queue_locks.renew`) and starts a new generation
-   of the incarnations block (`sf.runtime.incarnations`): every process drops the dead one's work and answers;
+   more is renewed and goes back to the pool: `sf.supervision.queue_locks.renew`) and starts a new generation
+   of the incarnations block (`sf.supervision.incarnations`): every process drops the dead one's work and answers;
 3. once every process that could hold that work has acknowledged, starts the replacement from the fork server, with
    the same name and heartbeat slot.
 
 It is one line in the log (with the cause the component reported, when it did), a counter in summary.json and
 TensorBoard. A queue lock the dead process held (it died inside a put or a get) is taken back first
-(`sf.runtime.queue_locks`). The restart is refused, and the run ends as it would without it, when
+(`sf.supervision.queue_locks`). The restart is refused, and the run ends as it would without it, when
 `--restart_failed_components=False`, for a learner or the fork server, past `--max_component_restarts` restarts of
 one component within an hour, or when no spare queue is free.
 """
@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sf.runtime import process_start
-from sf.runtime.incarnations import ORIGINAL, Incarnations
-from sf.runtime.orphans import end_orphans, unlink_unused
-from sf.runtime.queue_locks import dead_holders, idle, renew, repair
-from sf.runtime.shm_names import named_after
-from sf.runtime.supervisor import Failure, Supervisor
+from sf.supervision import process_start
+from sf.supervision.incarnations import ORIGINAL, Incarnations
+from sf.supervision.orphans import end_orphans, unlink_unused
+from sf.supervision.queue_locks import dead_holders, idle, renew, repair
+from sf.supervision.shm_names import named_after
+from sf.supervision.supervisor import Failure, Supervisor
+from sf.utils.errors import traceback_line
 from sf.utils.roles import rollout_worker_name
 
 log = logging.getLogger("sf")
@@ -93,9 +93,11 @@ class Healer:
         queues: dict,
         spares: list,
         processes: dict[str, Process],
-        start: Callable[[Process], int],
+        colocated: bool,
+        start: Callable[[Process], int] | None = None,
     ):
-        """`processes`: every component process by label; `start(process)` starts one again and returns its pid."""
+        """`processes`: every component process by label; `colocated`: inference workers live in the rollout workers'
+        processes; `start(process)` starts one again and returns its pid (set once the processes started)."""
         self.cfg = cfg
         self.supervisor = supervisor
         self.inc = incarnations
@@ -110,7 +112,7 @@ class Healer:
         self.causes: dict[str, str] = {}  # process label -> the error its component reported before it died
         self.pending: list[Restart] = []
         self.done: list[Restart] = []
-        self.colocated = cfg.inference_placement == "rollout_worker"
+        self.colocated = colocated
 
     # what can heal --------------------------------------------------------------------------------------------
     def process_of(self, component: str) -> str | None:
@@ -128,7 +130,7 @@ class Healer:
         label = self.process_of(component) if self.cfg.restart_failed_components else None
         if label is None:
             return False
-        self.causes[label] = f"{component}: {_last_line(report)}"
+        self.causes[label] = f"{component}: {traceback_line(report)}"
         log.error("%s failed:\n%s", component, report)
         return True
 
@@ -256,86 +258,3 @@ class Healer:
             "component_restarts": [restart.to_dict() for restart in self.done],
             "trajectories_dropped_for_restarts": int(self.inc.dropped.sum()),
         }
-
-
-class SerialHealer:
-    """The same in a serial run: a rollout worker whose env raised is replaced in the loop by a new one with fresh
-    envs, after the batcher and the inference worker dropped what they held of it (`EventLoop.on_failure`). A call
-    that never returns is the watchdog's (`sf.runtime.serial_watch`)."""
-
-    def __init__(self, cfg, loop, incarnations: Incarnations, make_worker: Callable[[int, int], object]):
-        """`make_worker(index, epoch)` builds a rollout worker."""
-        self.cfg = cfg
-        self.loop = loop
-        self.inc = incarnations
-        self.make_worker = make_worker
-        self.budget = RestartBudget(cfg.max_component_restarts)
-        self.started = time.monotonic()
-        self.done: list[Restart] = []
-
-    def takes_error(self, component: str, report: str) -> bool:
-        return False  # a serial run reports no errors by message
-
-    def on_failure(self, component) -> bool:
-        """In the failed handler's except clause: True when `component` was restarted and the loop goes on."""
-        from sf.runtime.rollout_worker import RolloutWorker
-
-        if not (self.cfg.restart_failed_components and isinstance(component, RolloutWorker)):
-            return False
-        cause = f"{component.name}: {_last_line(traceback.format_exc())}"
-        log.error("%s failed:\n%s", component.name, traceback.format_exc())
-        failed = component
-        while True:
-            now = time.monotonic()
-            if not self.budget.allows(failed.name, now):
-                log.error(
-                    "%s: not restarted: %d restart(s) within the last hour (--max_component_restarts)",
-                    failed.name,
-                    self.cfg.max_component_restarts,
-                )
-                return False
-            self.budget.spend(failed.name, now)
-            replacement = self._replace(failed)
-            try:
-                self.loop.start_component(replacement)
-            except Exception:  # its envs would not start either: the next restart, within the allowance
-                cause = f"{failed.name}: {_last_line(traceback.format_exc())}"
-                failed = replacement
-                continue
-            self.done.append(Restart(failed.name, cause, now - self.started))
-            log.warning(
-                "%s restarted with fresh envs after: %s (restart %d of at most %d an hour)",
-                failed.name,
-                cause,
-                len(self.budget.times[failed.name]),
-                self.cfg.max_component_restarts,
-            )
-            return True
-
-    def _replace(self, old):
-        """Close what is left of `old`, drop its work everywhere in the loop, put a new worker in its place."""
-        try:
-            old.on_stop()
-        except Exception:  # an env whose engine is gone may not close: it goes with the old worker
-            log.warning("%s: its envs did not close: %s", old.name, _last_line(traceback.format_exc()))
-        w = old.idx
-        self.inc.epoch[w] += 1
-        for component in self.loop.components.values():
-            component.forget_worker(w)
-        left = [(dest, msg) for dest, msg in self.loop.local if dest != old.name]  # its releases and actions
-        self.loop.local.clear()
-        self.loop.local.extend(left)
-        new = self.make_worker(w, int(self.inc.epoch[w]))
-        self.loop.replace(old, new)
-        return new
-
-    def summary(self) -> dict:
-        return {
-            "component_restarts": [restart.to_dict() for restart in self.done],
-            "trajectories_dropped_for_restarts": int(self.inc.dropped.sum()),
-        }
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "failed"

@@ -7,16 +7,14 @@ import json
 import math
 import os
 import shutil
-from datetime import datetime
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
 
-from sf.cfg.arguments import cfg_to_dict
+from sf.experiment.durable import replace_file
+from sf.experiment.lock import LOCK_FILE
 from sf.profiling.live_feed import LIVE_FILE
 from sf.profiling.series import SERIES_FILE
-from sf.runtime.durable import replace_file
-from sf.runtime.experiment_lock import LOCK_FILE
 
 SCALARS_DIR = ".summary"  # TensorBoard event files, one folder per policy
 PROFILING_DIR = "profiling"  # the profilers' outputs, where --profiling_output_dir does not put them elsewhere
@@ -28,7 +26,7 @@ class Experiment:
         self.dir = Path(cfg.train_dir) / cfg.experiment
         self.pid = os.getpid()
         if cfg.restart_behavior == "overwrite" and self.dir.exists():
-            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.runtime.experiment_lock`)
+            for old in self.dir.iterdir():  # all but the lock this run holds (`sf.experiment.lock`)
                 if old.name == LOCK_FILE:
                     continue
                 if old.is_dir() and not old.is_symlink():
@@ -49,7 +47,7 @@ class Experiment:
         self.writers: dict[int, SummaryWriter] = {}
         self.wandb = None
         if cfg.with_wandb:
-            from sf.runtime.wandb_logger import WandbLogger
+            from sf.experiment.wandb_logger import WandbLogger
 
             self.wandb = WandbLogger(cfg, self.dir)
 
@@ -58,19 +56,6 @@ class Experiment:
         path = self.dir / name
         replace_file(path, json.dumps(_json_safe(data), indent=2).encode())
         return path
-
-    def write_config(self) -> Path:
-        return self.write_json("config.json", cfg_to_dict(self.cfg))
-
-    def keep_previous_config(self) -> Path | None:
-        """Before a resumed run with another config writes its own: the old config.json, renamed after its time."""
-        path = self.dir / "config.json"
-        if not path.is_file():
-            return None
-        stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
-        kept = self.dir / f"config.{stamp}.json"
-        os.replace(path, kept)
-        return kept
 
     def writer(self, policy_id: int) -> SummaryWriter:
         if policy_id not in self.writers:

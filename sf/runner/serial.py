@@ -3,7 +3,7 @@ pyinstrument see the whole program. Learner and inference worker share one model
 
 SIGINT and SIGTERM stay blocked in the loop's thread while it runs: the processes envs start (VizDoom engines)
 inherit the block, so a signal to the whole process group (Ctrl-C, `kill -TERM -<pgid>`) does not end an engine
-before its worker closes it. A watchdog thread (`sf.runtime.serial_watch`) takes the signals and turns them into
+before its worker closes it. A watchdog thread (`sf.supervision.serial_watch`) takes the signals and turns them into
 the stop, and ends the run itself when the loop is stuck in a call that never returns: after a stop request that
 does not finish within --stop_timeout_sec, or a loop silent for --heartbeat_timeout_sec. It then saves what can be
 saved (the learners' checkpoints, unless a learner is what is stuck), writes the run's outputs and exits."""
@@ -14,37 +14,35 @@ import logging
 import os
 import signal
 import traceback
-from pathlib import Path
 
 # torch.optim's constructor imports torch._dynamo on first use (0.8 s): imported with this module, it stays out of the
 # run's clock (the parallel runner's learner process pays it while the other processes start)
 import torch._dynamo  # noqa: F401
 
 from sf.envs.spaces import EnvInfo
+from sf.experiment.checkpoint import Loaded
+from sf.experiment.folder import Experiment
+from sf.experiment.lock import release_held
 from sf.profiling import launch as profiling
 from sf.profiling import resources, timeline
 from sf.profiling.live_feed import snapshot_interval
-from sf.runtime.batcher import Batcher
-from sf.runtime.checkpoint import CheckpointManager
-from sf.runtime.errors import error_line, last_line
+from sf.runner.build import ComponentInputs, build_buffers, build_components, build_model
+from sf.runner.observers import Registrations
+from sf.runner.runner import Runner
+from sf.runner.serial_healer import SerialHealer
+from sf.runner.settings import RunSettings
 from sf.runtime.event_loop import EventLoop
-from sf.runtime.experiment import Experiment
-from sf.runtime.experiment_lock import release_held
-from sf.runtime.healer import SerialHealer
-from sf.runtime.incarnations import Epochs, Incarnations
-from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
-from sf.runtime.observers import Registrations
 from sf.runtime.policy_store import LocalPolicyStore
-from sf.runtime.process_start import STOP_SIGNALS
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.runtime.runner import Runner
-from sf.runtime.serial_watch import SerialWatch
-from sf.runtime.setup import build_buffers, build_model, make_rollout_worker
-from sf.runtime.supervisor import HEARTBEAT_S, Supervisor
-from sf.utils.roles import RUNNER, policy_queue_name
+from sf.supervision.incarnations import Epochs, Incarnations
+from sf.supervision.process_start import STOP_SIGNALS
+from sf.supervision.serial_watch import SerialWatch
+from sf.supervision.supervisor import HEARTBEAT_S, Supervisor
+from sf.utils.errors import exception_line, traceback_line
+from sf.utils.roles import RUNNER
 
 log = logging.getLogger("sf")
 
@@ -55,14 +53,14 @@ def run_serial(
     cfg,
     experiment: Experiment,
     env_info: EnvInfo,
-    device: str,
+    settings: RunSettings,
     stop_event,
-    resume: dict[int, Path] | None = None,
+    resume: dict[int, Loaded] | None = None,
     registrations: Registrations | None = None,
 ) -> dict:
-    """`resume`: the checkpoint each policy continues from (`sf.runtime.resume`); `registrations`: the user's
-    observers (`sf.runtime.observers`)."""
-    resume = resume or {}
+    """`resume`: the checkpoint each policy continues from (`sf.experiment.resume`); `registrations`: the user's
+    observers (`sf.runner.observers`)."""
+    device = settings.device
     supervisor = Supervisor()
     models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
     buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
@@ -70,19 +68,33 @@ def run_serial(
     runner = Runner(cfg, experiment, registrations=registrations, env_info=env_info)
     loop = EventLoop(stop_event=stop_event)
     incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
-    epochs = Epochs(incarnations, 0)
-    stores = [LocalPolicyStore() for _ in models]
-    for p, (model, store) in enumerate(zip(models, stores)):
-        checkpoints = CheckpointManager(experiment.dir, p, cfg.keep_checkpoints, cfg.save_milestones_sec)
-        loop.add(Learner(cfg, p, model, store, device, checkpoints, env_info.reward_scale, resume.get(p)))
-        loop.add(Batcher(cfg, p, buffers, env_info.frameskip, epochs))
-        loop.add(InferenceWorker(cfg, p, 0, buffers, model, store, device, epochs), aliases=(policy_queue_name(p),))
+    inputs = ComponentInputs(
+        cfg=cfg,
+        env_info=env_info,
+        device=device,
+        colocated=False,
+        buffers=buffers,
+        stores=[LocalPolicyStore() for _ in models],
+        model_for=models.__getitem__,  # learner and inference worker of a policy share its model
+        experiment_dir=experiment.dir,
+        ledger=supervisor.ledger,
+        resume={p: loaded.path for p, loaded in (resume or {}).items()},
+        epochs=Epochs(incarnations, 0),
+        worker_incarnation=lambda worker: int(incarnations.epoch[worker]),
+    )
+    for p in range(cfg.num_policies):
+        for component, aliases in [
+            *build_components("learner", p, None, inputs),
+            *build_components("inference", p, 0, inputs),
+        ]:
+            loop.add(component, aliases=aliases)
 
-    def make_worker(index: int, epoch: int) -> RolloutWorker:
-        return make_rollout_worker(cfg, index, buffers, supervisor.ledger, epoch, [store.version for store in stores])
+    def make_worker(index: int) -> RolloutWorker:
+        (worker, _), *_ = build_components("rollout", index, None, inputs)
+        return worker
 
     for w in range(cfg.num_workers):
-        loop.add(make_worker(w, 0))
+        loop.add(make_worker(w))
     loop.add(runner)
     runner.healer = SerialHealer(cfg, loop, incarnations, make_worker)
     loop.on_failure = runner.healer.on_failure
@@ -109,19 +121,18 @@ def run_serial(
                 loop.run()
             except Exception as exc:
                 failed = f"{loop.failed}: " if loop.failed else ""
-                runner.stop_status, runner.error = "error", failed + error_line(exc)
+                runner.stop.ask("error", failed + exception_line(exc))
                 log.error("serial run failed:\n%s", traceback.format_exc())
             watch.loop_returned()
             if profile is not None:
                 profile.end()
-            if runner.stop_status is None:
-                runner.stop_status = "interrupted" if stop_event.is_set() else "error"
+            if runner.stop.status is None:
+                runner.stop.ask("interrupted" if stop_event.is_set() else "error")
                 if stop_event.is_set():
                     log.info("interrupted (SIGINT or SIGTERM): stopping with a final checkpoint, then the profiles")
             for name, message in loop.stop_components():
                 log.error("%s failed while stopping:\n%s", name, message)
-                if runner.stop_status != "error":  # the final checkpoint did not save: the run failed
-                    runner.stop_status, runner.error = "error", f"{name}: {last_line(message)}"
+                runner.stop.ask("error", f"{name}: {traceback_line(message)}")  # the final checkpoint did not save
             loop.deliver_local(RUNNER)
             profiles = loop.profiles()
     finally:
@@ -144,13 +155,13 @@ def _give_up(runner: Runner, loop: EventLoop, supervisor: Supervisor, status: st
     """From the watchdog's thread, the loop's thread stuck for good: save the learners that are not what is stuck,
     write the outputs, end the env engines, exit. Never returns."""
     log.error("%s: ending the run without it", cause)
-    runner.stop_status, runner.error = status, cause
+    runner.stop.ask(status, cause)
     for component in loop.components.values():
         if isinstance(component, Learner) and component.timing.open_scope() is None:
             try:
                 component.on_stop()
             except Exception as exc:  # a failing disk: the run's end is already an error or an interruption
-                log.error("%s: no final checkpoint: %s", component.name, error_line(exc))
+                log.error("%s: no final checkpoint: %s", component.name, exception_line(exc))
     summary = _outputs(runner, loop.profiles())
     supervisor.stop(set(), grace=0.0, crashed=True, exit_wait_s=0.0)
     release_held()

@@ -1,23 +1,23 @@
 """The one owner of a run's process lifetimes: start, the link to the main process, watching, ordered stop, the
 end-of-run check.
 
-- Start: component processes are forked from a server that imported torch and sf once (`sf.runtime.process_start`),
+- Start: component processes are forked from a server that imported torch and sf once (`sf.supervision.process_start`),
   or spawned where an external profiler wraps them. The server dies with the main process (PR_SET_PDEATHSIG).
-- Link: each component watches the main process through a pipe it holds (`sf.runtime.parent_link`) and stops, closing
-  its envs, the moment that process is gone; a guard process (`sf.runtime.guard`) ends, a few seconds later, whatever
+- Link: each component watches the main process through a pipe it holds (`parent_link`) and stops, closing
+  its envs, the moment that process is gone; a guard process (`guard`) ends, a few seconds later, whatever
   could not stop by itself (stuck, stopped, or a serial run's env engines).
 - Watching (`poll`, ten times a second from the runner's loop): a process that exited, the fork server gone, or a
-  process whose heartbeat counter (`sf.runtime.shared_flags`, bumped by its loop every HEARTBEAT_S, and by a thread
+  process whose heartbeat counter (`sf.supervision.shared_flags`, bumped by its loop every HEARTBEAT_S, and by a thread
   for up to START_LIMIT_S while it starts) has not moved for `--heartbeat_timeout_sec` is a failure, named in one line.
 - Stop: after the runner set the stop flag and collected the final profiles, a process that did not report within the
   grace period is killed with a warning; processes left behind by killed components (env engines: this process is a
   Linux child subreaper and adopts them) are ended and their /dev/shm files unlinked; the fork server is stopped.
 - End-of-run check: no process of the run and no /dev/shm file it made may outlive it; whatever did is ended, removed
-  and named in a warning. What the run made is known by name (`sf.runtime.shm_names`: its ledger, the names carrying
+  and named in a warning. What the run made is known by name (`sf.supervision.shm_names`: its ledger, the names carrying
   one of its processes' pids, the files its leftover processes held and it made); nothing else in /dev/shm is
   touched.
 
-Nothing here unlocks a queue or a lock that a dead process held (`sf.runtime.mailbox` says why).
+Nothing here unlocks a queue or a lock that a dead process held (`sf.runner.mailbox` says why).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from typing import Any
 
-from sf.runtime import process_start
-from sf.runtime.guard import Guard
-from sf.runtime.orphans import (
+from sf.supervision import process_start
+from sf.supervision.guard import Guard
+from sf.supervision.orphans import (
     adopt_orphans,
     child_pids,
     describe,
@@ -43,13 +43,15 @@ from sf.runtime.orphans import (
     start_time,
     unlink_unused,
 )
-from sf.runtime.shared_flags import RunControl
-from sf.runtime.shm_names import named_after, new_ledger, remove_private_dir
+from sf.supervision.shared_flags import RunControl
+from sf.supervision.shm_names import named_after, new_ledger, remove_private_dir
 
 log = logging.getLogger("sf")
 
 HEARTBEAT_S = 0.5  # how often a component's loop bumps its counter
-START_LIMIT_S = 60.0  # how long a starting component is not asked for loop beats (`sf.runtime.shared_flags.Heartbeat`)
+START_LIMIT_S = (
+    60.0  # how long a starting component is not asked for loop beats (`sf.supervision.shared_flags.Heartbeat`)
+)
 STALL_S = 2.0  # a gap this long between two polls means this process itself was stopped: heartbeats start afresh
 REAP_POLL_S = 0.02
 
@@ -102,7 +104,7 @@ class Supervisor:
         self.keep = child_pids()
 
     def context(self, preload: list[str], single_thread: bool) -> BaseContext:
-        """The context to start component processes from (`sf.runtime.process_start.component_context`)."""
+        """The context to start component processes from (`sf.supervision.process_start.component_context`)."""
         ctx = process_start.component_context(preload, single_thread)
         for pid in process_start.server_pids():
             self.server = (pid, start_time(pid))

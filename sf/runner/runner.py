@@ -27,14 +27,19 @@ from collections.abc import Callable
 from typing import Any
 
 from sf.cfg.arguments import cfg_to_dict
+from sf.experiment.folder import Experiment
 from sf.profiling import resources, staleness, tb_layout, timeline
 from sf.profiling.activity import activity_level, activity_of
 from sf.profiling.live_feed import LIVE_INTERVAL_S
 from sf.profiling.series import SERIES_FILE
-from sf.runtime.errors import last_line
+from sf.runner.control import Schedule, StopRequest
+from sf.runner.live_status import LiveStatus
+from sf.runner.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Registrations
+from sf.runner.outputs import ProfileRecords, TimingScalars
+from sf.runner.policy_control import PolicyControl
+from sf.runner.stats import Progress, StalenessTally, TrainWindow
+from sf.runner.tb_tags import episode_scalars, runner_scalars, train_scalars
 from sf.runtime.event_loop import Component, StopLoop
-from sf.runtime.experiment import Experiment
-from sf.runtime.live_status import LiveStatus
 from sf.runtime.messages import (
     ComponentError,
     Episodes,
@@ -50,12 +55,7 @@ from sf.runtime.messages import (
     WeightsAdopted,
     WeightsSaved,
 )
-from sf.runtime.observers import AlgoObserver, EpisodicHandler, ObserverCalls, Registrations
-from sf.runtime.policy_control import PolicyControl
-from sf.runtime.run_control import Schedule, StopRequest
-from sf.runtime.run_outputs import ProfileRecords, TimingScalars
-from sf.runtime.run_stats import Progress, StalenessTally, TrainWindow
-from sf.runtime.tb_tags import episode_scalars, runner_scalars, train_scalars
+from sf.utils.errors import traceback_line
 from sf.utils.roles import RUNNER, Role, learner_name, rollout_worker_name
 
 log = logging.getLogger("sf")
@@ -99,26 +99,9 @@ class Runner(Component):
         self.observers = ObserverCalls(self.timing, registrations)
         self.iterations = {p: 0 for p in range(cfg.num_policies)}  # training iterations this session, per policy
         self.unknown_best_metric = False  # said once: no episode reports --save_best_metric
-        self.healer = None  # what restarts failed components (`sf.runtime.healer`), set by the placement
+        self.healer = None  # what restarts failed components (`sf.supervision.healer`), set by the placement
         self.control = PolicyControl(self.send)
         self.summary_sections: dict[str, Callable[[], Any]] = {}  # summary.json key -> what fills it at the end
-
-    # what the placements read and set ------------------------------------------------------------------
-    @property
-    def stop_status(self) -> str | None:
-        return self.stop.status
-
-    @stop_status.setter
-    def stop_status(self, status: str | None) -> None:
-        self.stop.status = status
-
-    @property
-    def error(self) -> str | None:
-        return self.stop.error
-
-    @error.setter
-    def error(self, error: str | None) -> None:
-        self.stop.error = error
 
     # Sample Factory's runner attributes, for observers -------------------------------------------------
     @property
@@ -252,7 +235,7 @@ class Runner(Component):
         if self.healer is not None and not self.stop.status and self.healer.takes_error(msg.component, msg.traceback):
             return  # its process exits next, and is started again
         log.error("%s failed:\n%s", msg.component, msg.traceback)
-        self.request_stop("error", f"{msg.component}: {last_line(msg.traceback)}")
+        self.request_stop("error", f"{msg.component}: {traceback_line(msg.traceback)}")
 
     # control -----------------------------------------------------------------------------------------
     def request_stop(self, status: str, error: str | None = None) -> None:
