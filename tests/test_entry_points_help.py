@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, ...]] = [
     *(("-m", module) for module in FAMILY_SCRIPTS),
     ("-m", "sf_examples.profiling.induced_bottlenecks"),
     ("-m", "sf_examples.profiling.weighted_sampling"),
+    ("-m", "sf_examples.sampler.use_simplified_sampling_api"),
     ("-m", "sf.train"),
     ("-m", "sf.enjoy"),
     ("-m", "sf.profile"),

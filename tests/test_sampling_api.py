@@ -64,7 +64,7 @@ def test_the_actions_come_from_the_weights_given(sampler_of):
         assert bool((traj["policy_version"] == 7).all())
         obs = {"obs": traj["obs"]["obs"][:, :T].reshape(-1, 4)}
         with torch.no_grad():
-            out = model(model.normalize_obs(obs), None)
+            out = model.policy_step(model.normalize_obs(obs), None)
         logits = traj["action_logits"].reshape(-1, 2)
         assert torch.allclose(logits, out.action_logits, atol=1e-4), (logits - out.action_logits).abs().max()
         assert torch.allclose(traj["values"][:, :T].reshape(-1), out.values, atol=1e-4)

@@ -249,12 +249,9 @@ class ParallelRun:
             reported = _collect_profiles(runner, self.mailbox, self.supervisor, self.expected, time.monotonic() + grace)
             if self.profile is not None:
                 self.profile.end()
-            starting = frozenset(
-                learner_name(p) for p in runner.progress.starting()
-            )  # spared the mid-iteration warning
-            self.supervisor.stop(
-                reported, grace, crashed, profiling.join_wait_s(self.cfg.profiling, EXIT_WAIT_S), starting
-            )
+            starting = frozenset(learner_name(p) for p in runner.progress.starting())  # they trained nothing yet
+            exit_wait = profiling.join_wait_s(self.cfg.profiling, EXIT_WAIT_S)
+            self.supervisor.stop(reported, grace, crashed, exit_wait, starting)
             self.mailbox.close()
 
 

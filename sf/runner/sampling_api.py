@@ -21,14 +21,13 @@ import torch
 from sf.cfg.arguments import resolve_device
 from sf.envs.episodes import EpisodeRecord
 from sf.envs.spaces import EnvInfo
-from sf.runner.build import build_buffers, build_model, make_rollout_worker, probe_env
+from sf.runner.build import ComponentInputs, build_buffers, build_components, build_model, probe_env
 from sf.runtime.buffers import TrajectoryBuffers
 from sf.runtime.event_loop import Component, EventLoop, StopLoop
-from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.kernel_compile import compile_kernels
 from sf.runtime.messages import ComponentError, Episodes, LearnerVersion, Release, Trajectories
 from sf.runtime.policy_store import LocalPolicyStore
-from sf.utils.roles import RUNNER, Role, batcher_name, policy_queue_name, rollout_worker_name
+from sf.utils.roles import RUNNER, Role, batcher_name, rollout_worker_name
 from sf.utils.typing import Config, InitModelData, PolicyID, StatusCode
 
 log = logging.getLogger("sf")
@@ -137,13 +136,13 @@ class SyncSamplingAPI:
                 model.load_state_dict(state)
                 store.publish(model, version)
             self.loop.add(TrajectoryTap(p, self.buffers, self.trajectories, self.stopped))
-            self.loop.add(
-                InferenceWorker(self.cfg, p, 0, self.buffers, model, store, self.device),
-                aliases=(policy_queue_name(p),),
-            )
-        versions = [store.version for store in self.stores]
-        for w in range(self.cfg.num_workers):
-            self.loop.add(make_rollout_worker(self.cfg, w, self.buffers, None, 0, versions))
+        inputs = ComponentInputs(
+            self.cfg, self.env_info, self.device, False, self.buffers, self.stores, lambda p: self.models[p]
+        )
+        built = [c for p in range(self.cfg.num_policies) for c in build_components("inference", p, 0, inputs)]
+        built += [c for w in range(self.cfg.num_workers) for c in build_components("rollout", w, None, inputs)]
+        for component, aliases in built:
+            self.loop.add(component, aliases=aliases)
         self.loop.add(self.sink)
         self.thread = threading.Thread(target=self._run, name="SamplingLoop", daemon=True)
         self.thread.start()

@@ -10,7 +10,8 @@ from sf.envs.families import family_named
 
 
 def main(argv: list[str] | None = None) -> int:
-    return enjoy(family_named("tensor_envs").cfg_or_exit(argv, evaluation=True))
+    status, _avg_reward = enjoy(family_named("tensor_envs").cfg_or_exit(argv, evaluation=True))
+    return status
 
 
 if __name__ == "__main__":
