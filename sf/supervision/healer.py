@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from sf.supervision.incarnations import ORIGINAL, Incarnations
 from sf.supervision.orphans import end_processes, unlink_unused
-from sf.supervision.queue_locks import dead_holders, idle, renew, repair
+from sf.supervision.queue_locks import dead_holders, idle, renew, repair, wake_sleepers
 from sf.supervision.shm_names import named_after
 from sf.supervision.supervisor import Failure, Supervisor
 from sf.utils.errors import traceback_line
@@ -202,6 +202,8 @@ class Healer:
         locked = dead_holders(every, self.supervisor.ended_threads)
         if isinstance(locked, str):
             return locked
+        for queue in every.values():  # it may have died between releasing a lock and waking who waited for it
+            wake_sleepers(queue)
         for name, tid in locked.items():  # it died inside a put or a get: finish that for it, so that no one waits
             cut = repair(every[name])
             log.warning(
