@@ -182,7 +182,9 @@ def run_parallel(
             error = healer.take(failure) if not runner.stop.status else str(failure)
             if error is not None:
                 runner.request_stop("error", error)
-        healer.poll()
+        error = healer.poll()
+        if error is not None:
+            runner.request_stop("error", error)
         if mailbox.error is not None:
             runner.request_stop("error", f"the runner's inbox: {mailbox.error}")
 
