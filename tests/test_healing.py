@@ -226,3 +226,122 @@ def test_trajectories_dropped_for_a_restart_do_not_count_as_trained_frames():
     assert [t.batch["slots"].tolist() for t in trains] == [[0, 1, 2]] and dropped == [1, 1]
     assert sum(t.new_frames for t in trains) == 3 * rollout * 2
     assert torch.is_tensor(trains[0].batch["slots"])
+
+
+QUEUE_DAMAGE = re.compile(r"Queue size is less than message size|New size is incorrect|[Uu]npickl|spare queue")
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live processes of session `sid` (a run started by `run` leads a session of its own)."""
+    members = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] not in "ZX":
+            members.append(int(entry.name))
+    return members
+
+
+def _kill_busy_rollout_workers(tmp_path, run, shm_before, kills: int, inference_workers: int) -> None:
+    """`kills` SIGKILLs of rollout workers of a busy run (4 workers, inference in processes of its own), one as soon
+    as the one before healed and training went on: each is restarted (no stall), nothing ever damages a queue (no
+    faster-fifo error line, no message that does not unpickle), the spare queues never run out, and after the last
+    the run trains on, stops cleanly and leaves nothing behind."""
+    import random
+    import threading
+
+    from sf.supervision.orphans import describe
+
+    exp = tmp_path / "kills"
+    proc = run(*FAST, "--num_workers=4", "--inference_placement=own_process",
+               f"--policy_workers_per_policy={inference_workers}", f"--max_component_restarts={kills}",
+               "--train_for_env_steps=100000000", "--experiment=kills")  # fmt: skip
+    lines: list[str] = []
+    read_until(proc, r"Fps is", lines)
+    pids = started_pids(lines)
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # the rest, as it comes
+    reader.start()
+    rng = random.Random(kills)
+    for kill in range(kills):
+        time.sleep(rng.uniform(0.0, 1.0))  # a random moment of its work
+        frames, seen = _frames(exp), len(lines)
+        worker = f"RolloutWorker_w{rng.randrange(4)}"
+        os.kill(pids[worker], signal.SIGKILL)
+        deadline = time.monotonic() + 30.0
+        while not (restarts := [m for m in map(re.compile(RESTARTED).search, lines[seen:]) if m]):
+            assert proc.poll() is None and time.monotonic() < deadline, f"kill {kill + 1}: " + "".join(lines[-40:])
+            time.sleep(0.05)
+        assert restarts[0].group(1) == worker, restarts[0].group(0)
+        pids[worker] = int(restarts[0].group(3))
+        _trains_on(exp, frames, within_s=30.0)
+    _trains_on(exp, _frames(exp), within_s=30.0)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(10)
+    out = "".join(lines)
+    assert proc.returncode == 0, out[-3000:]
+    assert not [line for line in lines if QUEUE_DAMAGE.search(line)], out[-3000:]
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and len(summary["component_restarts"]) == kills
+    deadline = time.monotonic() + 5.0  # helpers that end with the main process (its resource tracker) may lag it
+    while (left := _session_members(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, [describe(pid) for pid in left]
+    assert not shm_leaked(shm_before)
+
+
+@pytest.mark.parametrize("inference_workers", [1, 2])
+def test_rollout_workers_killed_one_after_another_heal_every_time(tmp_path, run, shm_before, inference_workers):
+    _kill_busy_rollout_workers(tmp_path, run, shm_before, kills=4, inference_workers=inference_workers)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inference_workers", [1, 2])
+def test_25_kills_of_busy_rollout_workers_heal_every_time(tmp_path, run, shm_before, inference_workers):
+    _kill_busy_rollout_workers(tmp_path, run, shm_before, kills=25, inference_workers=inference_workers)
+
+
+def test_a_restart_that_finds_every_spare_queue_on_its_way_back_waits_for_one():
+    """Two spares, three deaths in a row: the third finds both in use (one still read by a process that has not moved
+    on yet) and waits; once every process has moved on, that spare is renewed and the restart goes on. Nothing ends
+    the run."""
+    from types import SimpleNamespace
+
+    import faster_fifo
+
+    from sf.supervision.healer import Healer, Process
+    from sf.supervision.incarnations import Incarnations
+    from sf.supervision.supervisor import Failure
+
+    child = SimpleNamespace(pid=os.getpid(), started=None, threads=set())
+    supervisor = SimpleNamespace(
+        server_failed=False, ended_threads=set(), children={"RolloutWorker_w0": child, "Learner 0": child},
+        own_processes=lambda label: [], ledger=SimpleNamespace(names=set), started=time.time(),
+        running=lambda label: True,
+    )  # fmt: skip
+    cfg = SimpleNamespace(restart_failed_components=True, max_component_restarts=10, inference_placement="own_process")
+    processes = {"Learner 0": Process("learner", 0, None, 0), "RolloutWorker_w0": Process("rollout", 0, None, 1)}
+    inc = Incarnations(2, 1, 1)
+    started = []
+    healer = Healer(cfg, supervisor, inc, {}, [faster_fifo.Queue(1000) for _ in range(2)], processes,
+                    start=lambda process: started.append(process) or 1000 + len(started))  # fmt: skip
+    failure = Failure("RolloutWorker_w0", "exited with code -9 (SIGKILL)")
+
+    def everyone_moves_on() -> None:
+        inc.ack[:] = inc.gen
+
+    assert healer.take(failure) is None
+    everyone_moves_on()
+    assert healer.poll() is None and len(started) == 1 and inc.worker_inbox[0] == 0
+    assert healer.take(failure) is None  # its inbox moves from spare 0 to spare 1
+    inc.ack[0] = inc.gen  # the learner moved on; the new worker (slot 1) has not acknowledged yet
+    assert healer.poll() is None and len(started) == 2 and inc.worker_inbox[0] == 1
+    assert not healer.free and [spare for spare, _, _ in healer.retired] == [0]  # spare 0 is not back yet
+    assert healer.take(failure) is None and healer.waiting
+    assert healer.poll() is None and len(started) == 2  # still waiting, and the run goes on
+    everyone_moves_on()
+    assert healer.poll() is None and not healer.waiting and inc.worker_inbox[0] == 0  # spare 0 renewed, taken
+    everyone_moves_on()
+    assert healer.poll() is None and len(started) == 3

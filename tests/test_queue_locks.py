@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sf.supervision.queue_locks import (
+    CONDITIONS,
     COUNT,
     HEAD,
     MUTEX_OFFSET,
@@ -27,6 +28,7 @@ from sf.supervision.queue_locks import (
     holder,
     layout_known,
     repair,
+    wake_sleepers,
 )
 
 
@@ -138,6 +140,88 @@ def test_a_queue_a_killed_waiter_left_is_renewed_and_serves_a_new_reader():
     assert done.wait(20), "a put hangs"
     reader.join(20)
     assert not reader.is_alive()
+
+
+def test_a_holder_killed_inside_a_signal_leaves_the_condition_locked_and_the_repair_frees_it():
+    """A put signals `not_empty` under the mutex; killed inside that signal, it leaves the condition's internal lock
+    taken, and a reader whose wait times out then waits for that lock forever, unless the repair frees it."""
+    queue = faster_fifo.Queue(10_000)
+    outcome = []
+
+    def read() -> None:
+        try:
+            outcome.append(queue.get_many(timeout=0.3))
+        except faster_fifo.Empty:
+            outcome.append("empty")
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()  # waits on `not_empty` (the mutex is free while it waits)
+    words = np.frombuffer(queue.queue_obj_buffer, dtype=np.int32)
+    while words[25] == 0:  # its wait counted (not_empty waiters)
+        time.sleep(0.001)
+    not_empty_lock = (CONDITIONS[0] + 32) // 4
+
+    def die_inside_signal(ready) -> None:
+        libc = ctypes.CDLL(None)
+        libc.pthread_mutex_lock(ctypes.c_void_p(ctypes.addressof(queue.queue_obj_buffer) + MUTEX_OFFSET))
+        np.frombuffer(queue.queue_obj_buffer, dtype=np.int32)[not_empty_lock] |= 1  # as pthread_cond_signal takes it
+        ready.set()
+        threading.Event().wait()
+
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    holder_proc = ctx.Process(target=die_inside_signal, args=(ready,))
+    holder_proc.start()
+    assert ready.wait(10)
+    os.kill(holder_proc.pid, signal.SIGKILL)
+    holder_proc.join()
+    reader.join(1.0)
+    assert reader.is_alive()  # its wait timed out: it waits for the condition's lock the dead put kept
+    assert dead_holder(queue, {holder_proc.pid}) == holder_proc.pid
+    repair(queue)
+    reader.join(5)
+    assert outcome == ["empty"] and words[not_empty_lock] & 3 == 0
+    queue.put("after")
+    assert queue.get(timeout=1) == "after"
+
+
+def test_a_waiter_a_killed_unlock_never_woke_is_woken_and_takes_the_free_lock():
+    """glibc's unlock releases the lock word, then wakes a sleeper: a process killed between the two leaves the
+    sleeper asleep over a free lock, until `wake_sleepers`."""
+    queue = faster_fifo.Queue(10_000)
+    queue.put("x")
+    words = np.frombuffer(queue.queue_obj_buffer, dtype=np.int32)
+
+    def release_without_waking(ready, release) -> None:
+        libc = ctypes.CDLL(None)
+        libc.pthread_mutex_lock(ctypes.c_void_p(ctypes.addressof(queue.queue_obj_buffer) + MUTEX_OFFSET))
+        ready.set()
+        release.wait()
+        shared = np.frombuffer(queue.queue_obj_buffer, dtype=np.int32)
+        shared[16], shared[17] = 0, shared[17] - 1  # owner and users, as the unlock clears them
+        shared[14] = 0  # the lock word released; killed before the wake
+        threading.Event().wait()
+
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    unlocker = ctx.Process(target=release_without_waking, args=(ready, release))
+    unlocker.start()
+    assert ready.wait(10)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(queue.get_many(timeout=1)), daemon=True)
+    reader.start()
+    while words[14] != 2:  # the reader sleeps on the lock word
+        time.sleep(0.001)
+    release.set()
+    while words[14] != 0:
+        time.sleep(0.001)
+    os.kill(unlocker.pid, signal.SIGKILL)
+    unlocker.join()
+    reader.join(1.0)
+    assert reader.is_alive()  # asleep over a free lock
+    wake_sleepers(queue)
+    reader.join(5)
+    assert got == ["x"]
 
 
 def test_a_lock_a_live_thread_holds_is_never_proven_dead_even_under_an_id_the_run_saw_end():

@@ -2,8 +2,9 @@
 
 faster-fifo guards a queue with a process-shared mutex that is not robust: a process killed inside a put or a get
 leaves it locked for good, and a put writes the message's size before its bytes, so a forced unlock could hand a
-reader half a message. Nothing in sf unlocks a dead process's mutex: such a queue is dead, and so is the run. The
-components' own loops may then wait on it forever; the supervisor kills them after the grace period. The main
+reader half a message. Outside a restart, which takes such a lock back only on proof that its holder is dead
+(`sf.supervision.queue_locks`), nothing in sf unlocks a dead process's mutex: such a queue is dead, and so is the
+run. The components' own loops may then wait on it forever; the supervisor kills them after the grace period. The main
 process must not wait forever too: it reads its inbox and sends its few messages (save requests) through this
 thread, and only ever waits for the thread with a timeout. A stuck thread is a daemon and dies with the process.
 """

@@ -228,7 +228,9 @@ class ParallelRun:
             error = self.healer.take(failure) if not runner.stop.status else str(failure)
             if error is not None:
                 runner.request_stop("error", error)
-        self.healer.poll()
+        error = self.healer.poll()
+        if error is not None:
+            runner.request_stop("error", error)
         if self.mailbox.error is not None:
             runner.request_stop("error", f"the runner's inbox: {self.mailbox.error}")
 

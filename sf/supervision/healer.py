@@ -19,7 +19,8 @@ TensorBoard. A queue lock the dead process held (it died inside a put or a get) 
 its holder is dead (`sf.supervision.queue_locks`): a lock a live thread may hold is never touched. The restart is
 refused, and the run ends as it would without it, when
 `--restart_failed_components=False`, for a learner or the fork server, past `--max_component_restarts` restarts of
-one component within an hour, or when no spare queue is free.
+one component within an hour, or when no spare queue comes back to the pool within `SPARE_WAIT_S` (a restart that
+finds every spare on its way back waits for one).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 from sf.supervision.incarnations import ORIGINAL, Incarnations
 from sf.supervision.orphans import end_processes, unlink_unused
-from sf.supervision.queue_locks import dead_holders, idle, renew, repair
+from sf.supervision.queue_locks import dead_holders, idle, renew, repair, wake_sleepers
 from sf.supervision.shm_names import named_after
 from sf.supervision.supervisor import Failure, Supervisor
 from sf.utils.errors import traceback_line
@@ -41,6 +42,7 @@ from sf.utils.roles import rollout_worker_name
 log = logging.getLogger("sf")
 
 HOUR_S = 3600.0
+SPARE_WAIT_S = 30.0  # the longest a restart waits for a spare queue to come back to the pool
 
 
 @dataclass
@@ -120,6 +122,7 @@ class Healer:
         self.started = time.monotonic()
         self.causes: dict[str, str] = {}  # process label -> the error its component reported before it died
         self.pending: list[Restart] = []
+        self.waiting: list[tuple[str, str, float]] = []  # (process, cause, since): restarts waiting for a spare
         self.done: list[Restart] = []
         self.colocated = colocated
 
@@ -154,10 +157,19 @@ class Healer:
         refused = self._refused(label, time.monotonic())
         if refused is not None:
             return f"{cause}; not restarted: {refused}"
-        now = time.monotonic()
-        self.budget.spend(label, now)
-        restart = Restart(label, cause, now - self.started)
+        self.budget.spend(label, time.monotonic())
         self._clear_remains(label)
+        if not self.free:  # every spare is on its way back to the pool (renewed once nobody uses it): wait for one
+            log.warning("%s waits for a spare queue to come back to the pool before it restarts", label)
+            self.waiting.append((label, cause, time.monotonic()))
+            return None
+        self._begin(label, cause)
+        return self.poll()
+
+    def _begin(self, label: str, cause: str) -> None:
+        """Move the dead process's inbox (or its policy's) to a free spare and start a new generation."""
+        process = self.processes[label]
+        restart = Restart(label, cause, time.monotonic() - self.started)
         spare = self.free.pop(0)
         inc = self.inc
         if process.kind == "rollout":
@@ -183,8 +195,6 @@ class Healer:
             restart.then = move_senders
             restart.gen = inc.bump()
         self.pending.append(restart)
-        self.poll()
-        return None
 
     def _retire(self, spare: int, gen: int) -> None:
         """After a move: this process's own routes follow it; the queue moved away from goes back to the pool once
@@ -198,12 +208,14 @@ class Healer:
             return "the fork server is gone"
         if not self.budget.allows(label, now):
             return f"{self.cfg.max_component_restarts} restart(s) within the last hour (--max_component_restarts)"
-        if not self.free:
+        if not self.free and not self.retired:
             return f"none of the {len(self.spares)} spare queues is free"
         every = {**self.queues, **{f"spare {i}": q for i, q in enumerate(self.spares)}}  # each process holds all
         locked = dead_holders(every, self.supervisor.ended_threads)
         if isinstance(locked, str):
             return locked
+        for queue in every.values():  # it may have died between releasing a lock and waking who waited for it
+            wake_sleepers(queue)
         for name, tid in locked.items():  # it died inside a put or a get: finish that for it, so that no one waits
             cut = repair(every[name])
             log.warning(
@@ -231,9 +243,10 @@ class Healer:
         unlink_unused(supervisor.ledger.names(supervisor.started) | named_after({child.pid: child.started}))
 
     # under way ------------------------------------------------------------------------------------------------
-    def poll(self) -> None:
-        """Start each replacement whose acknowledgements are in (called from the runner's watch, ten times a
-        second)."""
+    def poll(self) -> str | None:
+        """Start each replacement whose acknowledgements are in, and each restart that waited for a spare queue once
+        one is back (called from the runner's watch, ten times a second); the error that ends the run when a spare
+        did not come back within `SPARE_WAIT_S`."""
         for restart in list(self.pending):
             live = [slot for slot in restart.waiting_for if self._slot_running(slot)]
             if not self.inc.acknowledged(live, restart.gen):
@@ -257,6 +270,15 @@ class Healer:
             )
 
         self._renew_retired()
+        for waiting in list(self.waiting):
+            label, cause, since = waiting
+            if self.free:
+                self.waiting.remove(waiting)
+                self._begin(label, cause)
+            elif time.monotonic() - since > SPARE_WAIT_S:
+                spares = len(self.spares)
+                return f"{cause}; not restarted: none of the {spares} spare queues came back within {SPARE_WAIT_S:g} s"
+        return None
 
     def _renew_retired(self) -> None:
         """A retired spare every live process has moved away from, and that nobody is inside: as good as new."""

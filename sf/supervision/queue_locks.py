@@ -37,6 +37,12 @@ length, then its bytes, advancing `tail` and `size` after each, so the ring may 
 came. `repair` finishes the critical section in the dead thread's place: it walks the ring from `head`, cuts that
 last partial message off, recounts the messages, releases the mutex and wakes whoever waits for it.
 
+A process killed at another moment may leave sleepers that nobody wakes: glibc releases a lock word first and wakes
+its sleepers after, so a death in between leaves a waiter for the mutex, which has no deadline, asleep over a free
+lock (`wake_sleepers` wakes every sleeper of every queue at each restart; spurious wakes are harmless). One killed
+inside pthread_cond_signal, which faster-fifo calls under the mutex, leaves the condition's internal lock taken:
+the repair frees it too (`_free_condition`).
+
 A process killed while it waited on a queue leaves its condition variables unusable for the next waiter (glibc keeps
 a reference for each sleeper, which nobody drops); a restart therefore gives the replacement a fresh queue. Once no
 process uses the old one any more, `renew` initializes its mutex, conditions and ring again, so that the spares never
@@ -58,6 +64,11 @@ _PSHARED_KIND = 128  # PTHREAD_MUTEX_PSHARED_BIT in `__kind`, the fifth word of 
 _LOCK, _OWNER, _USERS = MUTEX_OFFSET // 4, MUTEX_OFFSET // 4 + 2, MUTEX_OFFSET // 4 + 3  # 32-bit words
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAKE = 1
+_COND_LOCK = 32  # `__g1_orig_size` in glibc's pthread_cond_t: its two low bits are the condition's internal lock
+CONDITION_HELD_S = 0.1
+# in glibc's pthread_cond_t (2.25 and later), byte offsets of the words sleepers wait on: `__g_refs[2]`,
+# `__g1_orig_size` (the internal lock) and `__g_signals[2]`
+_FUTEX_WORDS = (16, 20, 32, 40, 44)
 WINDOW_S = 0.002  # the longest the reads of one proof may take (ids come back only after ~30,000 others)
 PROOF_TRIES = 5
 
@@ -169,12 +180,51 @@ def repair(queue) -> int:
     header[SIZE] -= left
     header[COUNT] = count
     words = np.frombuffer(queue.queue_obj_buffer, dtype=np.int32)
+    for condition in CONDITIONS:  # while the mutex is still held: the dead thread may have died inside a signal
+        _free_condition(queue, condition)
     words[_OWNER] = 0
     words[_USERS] = max(0, int(words[_USERS]) - 1)
     words[_LOCK] = 0
-    lock = ctypes.addressof(ctypes.c_int32.from_buffer(queue.queue_obj_buffer, MUTEX_OFFSET))
-    ctypes.CDLL(None, use_errno=True).syscall(_SYS_FUTEX, ctypes.c_void_p(lock), _FUTEX_WAKE, 2**31 - 1, None, None, 0)
+    _wake_all(queue, MUTEX_OFFSET)
     return left
+
+
+def wake_sleepers(queue) -> None:
+    """Wake every thread asleep on one of the queue's futex words: its mutex's lock word and, in each condition
+    variable, the internal lock, the signal counters and the group references (`_FUTEX_WORDS`). A process killed
+    between releasing one of these words and waking its sleepers (glibc's unlock is an exchange, then a wake) leaves
+    them asleep for good over a lock that is free: a waiter for the mutex (or for its retaking after a condition
+    wait) has no deadline. Spurious wakes are harmless by the futex contract: every glibc sleeper looks at its word
+    again and sleeps anew if it must, so waking a live queue's sleepers changes nothing but a few context switches."""
+    _wake_all(queue, MUTEX_OFFSET)
+    for condition in CONDITIONS:
+        for word in _FUTEX_WORDS:
+            _wake_all(queue, condition + word)
+
+
+def _wake_all(queue, offset: int) -> None:
+    word = ctypes.addressof(ctypes.c_int32.from_buffer(queue.queue_obj_buffer, offset))
+    ctypes.CDLL(None, use_errno=True).syscall(_SYS_FUTEX, ctypes.c_void_p(word), _FUTEX_WAKE, 2**31 - 1, None, None, 0)
+
+
+def _free_condition(queue, condition: int) -> bool:
+    """Release the internal lock of the condition variable at byte `condition` when the dead holder of the mutex left
+    it taken (it died inside pthread_cond_signal, which faster-fifo calls under the mutex): every later signal, and
+    every waiter whose wait times out, would wait for it forever. Freed only when it stays taken for
+    `CONDITION_HELD_S`, sampled every millisecond: a live thread holds it for a few instructions (a waiter giving up
+    its wait), and the dead one can no longer be racing anyone for it. It guards only the condition's record of whom
+    to wake; faster-fifo's waits all have a deadline and look at the ring under the mutex, so whatever that record
+    says costs a waiter at most its deadline, never a message. True when it was freed."""
+    at = (condition + _COND_LOCK) // 4
+    words = _words(queue)
+    deadline = time.monotonic() + CONDITION_HELD_S
+    while time.monotonic() < deadline:
+        if words[at] & 3 == 0:
+            return False
+        time.sleep(0.001)
+    words[at] &= ~3
+    _wake_all(queue, condition + _COND_LOCK)
+    return True
 
 
 def idle(queue) -> bool:
