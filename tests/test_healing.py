@@ -212,15 +212,15 @@ def test_trajectories_dropped_for_a_restart_do_not_count_as_trained_frames():
     layout = SimpleNamespace(worker_of_slot=lambda slot: slot // slots_per_worker)
     buffers = SimpleNamespace(layout=layout, gather=lambda index: {"slots": index})
     dropped = []
-    epochs = SimpleNamespace(of=np.zeros(2, dtype=np.int64), count_dropped=dropped.append)
-    batcher = Batcher(cfg, 0, buffers, frames_per_step=2, epochs=epochs)
+    incarnations = SimpleNamespace(of=np.zeros(2, dtype=np.int64), count_dropped=dropped.append)
+    batcher = Batcher(cfg, 0, buffers, frames_per_step=2, incarnations=incarnations)
     sent = []
     batcher.loop = SimpleNamespace(send=lambda dest, msg: sent.append(msg))
     batcher._on_trajectories(Trajectories([0], worker=0))
     batcher._on_trajectories(Trajectories([4], worker=1))
     batcher.forget_worker(1)  # worker 1 restarted: its trajectory waiting here is dropped
-    epochs.of[1] = 1
-    batcher._on_trajectories(Trajectories([5], worker=1, epoch=0))  # one of its dead incarnation's, late
+    incarnations.of[1] = 1
+    batcher._on_trajectories(Trajectories([5], worker=1, incarnation=0))  # one of its dead incarnation's, late
     batcher._on_trajectories(Trajectories([1, 2], worker=0))
     trains = [msg for msg in sent if isinstance(msg, Train)]
     assert [t.batch["slots"].tolist() for t in trains] == [[0, 1, 2]] and dropped == [1, 1]

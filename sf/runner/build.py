@@ -29,7 +29,7 @@ from sf.runtime.inference_worker import InferenceWorker
 from sf.runtime.learner import Learner
 from sf.runtime.multi_agent_worker import MultiAgentRolloutWorker
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.supervision.incarnations import Epochs
+from sf.supervision.incarnations import WorkerIncarnations
 from sf.supervision.shm_names import Ledger
 from sf.utils.errors import ConfigError
 from sf.utils.roles import policy_queue_name
@@ -156,7 +156,7 @@ class ComponentInputs:
     experiment_dir: str | Path = ""
     ledger: Ledger | None = None
     resume: dict[int, Path] = field(default_factory=dict)  # the checkpoint each policy continues from
-    epochs: Epochs | None = None  # each rollout worker's incarnation, where components can be restarted
+    incarnations: WorkerIncarnations | None = None  # each rollout worker's life, where components can be restarted
     worker_incarnation: Callable[[int], int] = lambda worker: 0
 
 
@@ -173,7 +173,7 @@ def build_components(kind: str, a: int, b: int | None, inputs: ComponentInputs) 
         learner = Learner(
             cfg, a, model, store, inputs.device, checkpoints, inputs.env_info.reward_scale, inputs.resume.get(a)
         )
-        return [(learner, ()), (Batcher(cfg, a, inputs.buffers, inputs.env_info.frameskip, inputs.epochs), ())]
+        return [(learner, ()), (Batcher(cfg, a, inputs.buffers, inputs.env_info.frameskip, inputs.incarnations), ())]
     if kind == "inference":
         return [(_inference_worker(inputs, a, b), (policy_queue_name(a),))]
     versions = [store.version for store in inputs.stores]
@@ -186,4 +186,4 @@ def build_components(kind: str, a: int, b: int | None, inputs: ComponentInputs) 
 
 def _inference_worker(inputs: ComponentInputs, policy: int, index: int) -> InferenceWorker:
     model, store = inputs.model_for(policy), inputs.stores[policy]
-    return InferenceWorker(inputs.cfg, policy, index, inputs.buffers, model, store, inputs.device, inputs.epochs)
+    return InferenceWorker(inputs.cfg, policy, index, inputs.buffers, model, store, inputs.device, inputs.incarnations)

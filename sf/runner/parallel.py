@@ -56,7 +56,7 @@ from sf.runtime.policy_store import SharedPolicyStore
 from sf.supervision import process_start
 from sf.supervision.engine_watch import EngineWatch
 from sf.supervision.healer import Healer, Process
-from sf.supervision.incarnations import ORIGINAL, Epochs, Fence, Incarnations
+from sf.supervision.incarnations import ORIGINAL, Fence, Incarnations, WorkerIncarnations
 from sf.supervision.orphans import named_semaphores
 from sf.supervision.parent_link import ParentLink
 from sf.supervision.process_start import STOP_SIGNALS
@@ -434,8 +434,8 @@ def _build_process(kind: str, a: int, b: int | None, ctx: ProcessContext, slot: 
         experiment_dir=ctx.experiment_dir,
         ledger=Ledger(ctx.ledger) if kind == "rollout" else None,
         resume=ctx.resume,
-        epochs=Epochs(inc, slot) if inc is not None else None,
-        worker_incarnation=lambda worker: int(inc.epoch[worker]) if inc is not None else 0,
+        incarnations=WorkerIncarnations(inc, slot) if inc is not None else None,
+        worker_incarnation=lambda worker: int(inc.worker[worker]) if inc is not None else 0,
     )
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, ctx.queues), stop_event=ctx.control)
     for component, aliases in build_components(kind, a, b, inputs):

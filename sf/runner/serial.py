@@ -38,7 +38,7 @@ from sf.runtime.learner import Learner
 from sf.runtime.messages import ProfileSnapshot
 from sf.runtime.policy_store import LocalPolicyStore
 from sf.runtime.rollout_worker import RolloutWorker
-from sf.supervision.incarnations import Epochs, Incarnations
+from sf.supervision.incarnations import Incarnations, WorkerIncarnations
 from sf.supervision.process_start import STOP_SIGNALS
 from sf.supervision.serial_watch import SerialWatch
 from sf.supervision.supervisor import HEARTBEAT_S, Supervisor
@@ -81,8 +81,8 @@ def run_serial(
         experiment_dir=experiment.dir,
         ledger=supervisor.ledger,
         resume={p: loaded.path for p, loaded in (resume or {}).items()},
-        epochs=Epochs(incarnations, 0),
-        worker_incarnation=lambda worker: int(incarnations.epoch[worker]),
+        incarnations=WorkerIncarnations(incarnations, 0),
+        worker_incarnation=lambda worker: int(incarnations.worker[worker]),
     )
     for p in range(cfg.num_policies):
         for component, aliases in [

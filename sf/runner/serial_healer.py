@@ -78,7 +78,7 @@ class SerialHealer:
         except Exception:  # an env whose engine is gone may not close: it goes with the old worker
             log.warning("%s: its envs did not close: %s", old.name, traceback_line(traceback.format_exc()))
         w = old.idx
-        self.inc.epoch[w] += 1
+        self.inc.worker[w] += 1
         for component in self.loop.components.values():
             component.forget_worker(w)
         self.loop.drop_local_messages_to(old.name)  # its releases and actions

@@ -22,12 +22,12 @@ class Batcher(Component):
     role = Role.BATCHER
     wait_key = "wait_trajectories"
 
-    def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int, epochs=None):
-        """`epochs`: each rollout worker's incarnation (`sf.supervision.incarnations`): trajectories of a worker that
+    def __init__(self, cfg, policy_id: int, buffers: TrajectoryBuffers, frames_per_step: int, incarnations=None):
+        """`incarnations`: each rollout worker's life (`sf.supervision.incarnations`): trajectories of a worker that
         died since are dropped, not trained on, and their slots not released (its replacement starts with them)."""
         super().__init__(batcher_name(policy_id))
         self.cfg = cfg
-        self.epochs = epochs
+        self.incarnations = incarnations
         self.policy_id = policy_id
         self.buffers = buffers
         self.per_batch = trajectories_per_batch(cfg)
@@ -43,12 +43,12 @@ class Batcher(Component):
     def forget_worker(self, worker: int) -> None:
         layout = self.buffers.layout
         kept = [slot for slot in self.pending if layout.worker_of_slot(slot) != worker]
-        self.epochs.count_dropped(len(self.pending) - len(kept))
+        self.incarnations.count_dropped(len(self.pending) - len(kept))
         self.pending = kept
 
     def _on_trajectories(self, msg: Trajectories) -> None:
-        if msg.worker >= 0 and self.epochs is not None and msg.epoch != self.epochs.of[msg.worker]:
-            self.epochs.count_dropped(len(msg.slots))  # a dead incarnation's: its replacement took the slots over
+        if msg.worker >= 0 and self.incarnations is not None and msg.incarnation != self.incarnations.of[msg.worker]:
+            self.incarnations.count_dropped(len(msg.slots))  # a dead incarnation's: its replacement took the slots over
             return
         slots = msg.slots
         if self.cfg.async_rl:

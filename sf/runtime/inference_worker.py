@@ -32,13 +32,13 @@ class InferenceWorker(Component):
         model,
         policy_store,
         device: str,
-        epochs=None,
+        incarnations=None,
     ):
-        """`epochs`: each rollout worker's incarnation (`sf.supervision.incarnations`); a request of an older one, whose
+        """`incarnations`: each rollout worker's life (`sf.supervision.incarnations`); a request of an older one, whose
         worker died, is not served."""
         super().__init__(inference_worker_name(policy_id, worker_idx))
         self.cfg = cfg
-        self.epochs = epochs
+        self.incarnations = incarnations
         self.policy_id = policy_id
         self.buffers = buffers
         self.model = model
@@ -89,9 +89,9 @@ class InferenceWorker(Component):
         if not self.requests:
             return
         requests, self.requests = self.requests, []
-        if self.epochs is not None:
-            epochs = self.epochs.of
-            requests = [request for request in requests if request.epoch == epochs[request.worker]]
+        if self.incarnations is not None:
+            current = self.incarnations.of
+            requests = [request for request in requests if request.incarnation == current[request.worker]]
             if not requests:
                 return
         timing = self.timing

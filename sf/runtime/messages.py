@@ -37,7 +37,7 @@ COMPONENT_PROCESSES = (ROLLOUT, INFERENCE, BATCHER, LEARNER)  # what shares a pr
 # sampling -------------------------------------------------------------------------------------------------------
 class PolicyRequest(NamedTuple):
     """RolloutWorker -> InferenceWorker (the address `policy_p<i>` its policy's workers share): the observations of
-    one split's envs are in the buffers at these slots and steps; compute their actions. `epoch`: the worker's
+    one split's envs are in the buffers at these slots and steps; compute their actions. `incarnation`: the worker's
     incarnation (a request of one that died is dropped, `sf.supervision.incarnations`); `seq`: the request's number,
     which the answer carries back (a request sent again after an inference worker's restart is answered once)."""
 
@@ -45,7 +45,7 @@ class PolicyRequest(NamedTuple):
     split: int
     slots: list[int]
     steps: list[int]
-    epoch: int = 0
+    incarnation: int = 0
     seq: int = 0
 
 
@@ -62,12 +62,12 @@ class Actions(NamedTuple):
 class Trajectories(NamedTuple):
     """RolloutWorker -> Batcher: these slots hold finished trajectories. On a Ray node the NodeAgent takes them in the
     batcher's place and ships copies; the driver's link writes those into free slots and sends this to the batcher.
-    `worker` and `epoch`: the sender and its incarnation, whose trajectories are dropped once it was restarted (-1:
+    `worker` and `incarnation`: the sender and its life, whose trajectories are dropped once it was restarted (-1:
     slots a link filled, which no restart here touches)."""
 
     slots: list[int]
     worker: int = -1
-    epoch: int = 0
+    incarnation: int = 0
 
 
 class Release(NamedTuple):

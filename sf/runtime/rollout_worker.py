@@ -62,16 +62,16 @@ class RolloutWorker(Component):
         worker_idx: int,
         buffers: TrajectoryBuffers,
         ledger: Ledger | None = None,
-        epoch: int = 0,
+        incarnation: int = 0,
         versions: list[int] | None = None,
     ):
         """`ledger`: where the run records the /dev/shm names its envs' engines make (`sf.supervision.shm_names`).
-        `epoch`: this incarnation of the worker (`sf.supervision.incarnations`); `versions`: each policy's version now,
+        `incarnation`: this life of the worker (`sf.supervision.incarnations`); `versions`: each policy's version now,
         for a worker restarted in a synchronous run (its envs' quotas follow the version)."""
         super().__init__(rollout_worker_name(worker_idx))
         self.cfg = cfg
         self.ledger = ledger
-        self.epoch = epoch
+        self.incarnation = incarnation
         self.start_versions = versions
         self.idx = worker_idx
         self.buffers = buffers
@@ -125,7 +125,7 @@ class RolloutWorker(Component):
         self.envs_total = cfg.num_workers * n
         self.traj_per_version = trajectories_per_batch(cfg) // layout.agents_per_env  # rounds of every agent
 
-        delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds if self.epoch == 0 else 0.0
+        delay = self.idx / cfg.num_workers * cfg.decorrelate_experience_max_seconds if self.incarnation == 0 else 0.0
         if delay > 0:
             with self.timing.add_time("wait_decorrelation"):
                 time.sleep(delay)  # Sample Factory's rule: workers start spread over the interval
@@ -246,7 +246,7 @@ class RolloutWorker(Component):
         if stepping:
             self._step_group(stepping, split)
         for policy_id, slots in finished.items():
-            self.send(batcher_name(policy_id), Trajectories(slots, self.idx, self.epoch))
+            self.send(batcher_name(policy_id), Trajectories(slots, self.idx, self.incarnation))
         self._request(split)
         self._update_wait()
 
@@ -500,7 +500,8 @@ class RolloutWorker(Component):
         self.seq += 1
         self.inflight[(split, policy_id)] = (envs, self.seq)
         slots, steps = self._rows(envs, policy_id)
-        self.send(policy_queue_name(policy_id), PolicyRequest(self.idx, split, slots, steps, self.epoch, self.seq))
+        request = PolicyRequest(self.idx, split, slots, steps, self.incarnation, self.seq)
+        self.send(policy_queue_name(policy_id), request)
 
     def _rows(self, group: list[int], policy_id: int) -> tuple[list[int], list[int]]:
         """The (slot, step) of each row of `group`'s envs whose actions `policy_id`'s inference worker computes."""

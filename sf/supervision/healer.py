@@ -175,7 +175,7 @@ class Healer:
         if process.kind == "rollout":
             old = int(inc.worker_inbox[process.a])
             inc.worker_inbox[process.a] = spare
-            inc.epoch[process.a] += 1
+            inc.worker[process.a] += 1
             restart.waiting_for = self._slots(("learner", "inference"))
             restart.gen = inc.bump()
             self._retire(old, restart.gen)

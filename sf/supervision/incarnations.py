@@ -9,7 +9,7 @@ block of 64-bit words (`Incarnations`; aligned loads and stores are atomic, one 
 
 - `gen` counts the restarts; every process compares it with the one it saw at the end of each loop iteration and,
   when it moved, catches up (`Fence.catch_up`) and acknowledges the new `gen` in its word of `ack`;
-- `epoch[w]` is rollout worker w's incarnation: its requests and trajectories carry it, and those of a dead
+- `worker[w]` is rollout worker w's incarnation: its requests and trajectories carry it, and those of a dead
   incarnation are dropped wherever they arrive; catching up, a batcher drops what it holds of w, an inference worker
   the requests of w it has not served;
 - `worker_inbox[w]` / `policy_inbox[p]` / `policy_route[p]`: which queue of the spare pool now serves as w's inbox,
@@ -50,7 +50,7 @@ class Incarnations:
         s, w, p = self.shape
         cuts = np.cumsum([1, s, w, w, p, p, s])
         self.words = words
-        self.ack, self.epoch, self.worker_inbox, self.policy_inbox, self.policy_route, self.dropped = (
+        self.ack, self.worker, self.worker_inbox, self.policy_inbox, self.policy_route, self.dropped = (
             words[a:b] for a, b in zip(cuts[:-1], cuts[1:])
         )
 
@@ -74,12 +74,12 @@ class Incarnations:
         return all(self.ack[slot] >= gen for slot in slots)
 
 
-class Epochs:
+class WorkerIncarnations:
     """What a batcher or an inference worker reads of the block: each rollout worker's incarnation; and where it
     counts the trajectories it dropped for a restart (its process's word of `dropped`)."""
 
     def __init__(self, incarnations: Incarnations, slot: int):
-        self.of = incarnations.epoch
+        self.of = incarnations.worker
         self._dropped = incarnations.dropped
         self._slot = slot
 
@@ -97,7 +97,7 @@ class Fence:
         self.spares = spares  # the spare queues, in pool order
         self.loop = loop
         self.seen = incarnations.gen
-        self.epoch = incarnations.epoch.copy()
+        self.seen = incarnations.worker.copy()
         self.worker_inbox = incarnations.worker_inbox.copy()
         self.policy_inbox = incarnations.policy_inbox.copy()
         self.policy_route = incarnations.policy_route.copy()
@@ -127,7 +127,7 @@ class Fence:
         inc, loop = self.inc, self.loop
         gen = inc.gen  # read first: what changed until now is seen below
         components = list(loop.components.values())
-        for w in np.flatnonzero(inc.epoch != self.epoch).tolist():
+        for w in np.flatnonzero(inc.worker != self.seen).tolist():
             for component in components:
                 component.forget_worker(w)
         moved_in = np.flatnonzero(inc.policy_inbox != self.policy_inbox).tolist()
@@ -140,7 +140,7 @@ class Fence:
         for p in moved_out:
             for component in components:
                 component.resend_requests(p)
-        self.epoch[:] = inc.epoch
+        self.seen[:] = inc.worker
         self.worker_inbox[:] = inc.worker_inbox
         self.policy_inbox[:] = inc.policy_inbox
         self.policy_route[:] = inc.policy_route
