@@ -97,7 +97,7 @@ class Fence:
         self.spares = spares  # the spare queues, in pool order
         self.loop = loop
         self.seen = incarnations.gen
-        self.seen = incarnations.worker.copy()
+        self.worker = incarnations.worker.copy()
         self.worker_inbox = incarnations.worker_inbox.copy()
         self.policy_inbox = incarnations.policy_inbox.copy()
         self.policy_route = incarnations.policy_route.copy()
@@ -127,7 +127,7 @@ class Fence:
         inc, loop = self.inc, self.loop
         gen = inc.gen  # read first: what changed until now is seen below
         components = list(loop.components.values())
-        for w in np.flatnonzero(inc.worker != self.seen).tolist():
+        for w in np.flatnonzero(inc.worker != self.worker).tolist():
             for component in components:
                 component.forget_worker(w)
         moved_in = np.flatnonzero(inc.policy_inbox != self.policy_inbox).tolist()
@@ -140,7 +140,7 @@ class Fence:
         for p in moved_out:
             for component in components:
                 component.resend_requests(p)
-        self.seen[:] = inc.worker
+        self.worker[:] = inc.worker
         self.worker_inbox[:] = inc.worker_inbox
         self.policy_inbox[:] = inc.policy_inbox
         self.policy_route[:] = inc.policy_route
