@@ -318,14 +318,14 @@ def test_a_restart_that_finds_every_spare_queue_on_its_way_back_waits_for_one():
     child = SimpleNamespace(pid=os.getpid(), started=None, threads=set())
     supervisor = SimpleNamespace(
         server_failed=False, ended_threads=set(), children={"RolloutWorker_w0": child, "Learner 0": child},
-        own_processes=lambda label: [], ledger=SimpleNamespace(names=set), started=time.time(),
+        own_processes=lambda label: [], ledger=SimpleNamespace(names=lambda since: set()), started=time.time(),
         running=lambda label: True,
     )  # fmt: skip
-    cfg = SimpleNamespace(restart_failed_components=True, max_component_restarts=10, inference_placement="own_process")
+    cfg = SimpleNamespace(restart_failed_components=True, max_component_restarts=10)
     processes = {"Learner 0": Process("learner", 0, None, 0), "RolloutWorker_w0": Process("rollout", 0, None, 1)}
     inc = Incarnations(2, 1, 1)
     started = []
-    healer = Healer(cfg, supervisor, inc, {}, [faster_fifo.Queue(1000) for _ in range(2)], processes,
+    healer = Healer(cfg, supervisor, inc, {}, [faster_fifo.Queue(1000) for _ in range(2)], processes, colocated=False,
                     start=lambda process: started.append(process) or 1000 + len(started))  # fmt: skip
     failure = Failure("RolloutWorker_w0", "exited with code -9 (SIGKILL)")
 

@@ -46,6 +46,7 @@ SENDER_MODULES = {  # which roles a module that builds a message may send it as
     "sf/runner/policy_control.py": {Role.RUNNER},  # the runner's piece that steers the learners of a population
     "sf/runner/parallel.py": PROCESS_SENDERS,
     "sf/runner/serial.py": PROCESS_SENDERS,
+    "sf/runner/sampling_api.py": {Role.BATCHER},  # the sampler's tap stands in the batcher's place
     "sf/distributed/agent.py": {Role.NODE_AGENT},
     "sf/distributed/link.py": {Role.NODE_AGENT},
 }
