@@ -269,3 +269,33 @@ def test_tensor_pendulum_learns_to_swing_up_and_hold(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "pendulum" / "summary.json").read_text())
     assert summary["avg_episode_reward"]["0"] >= -400.0
+
+
+def test_env_gpu_actions_on_the_cpu_hand_over_tensors_and_say_so_once(caplog):
+    """Without a GPU, `--env_gpu_actions=True` gives the env CPU torch tensors, and the log says so once per
+    process; `False` gives numpy arrays, as in Sample Factory."""
+    import sf.envs.batched as batched
+
+    class Recording(TensorCartPole):
+        def step(self, actions):
+            self.seen = actions
+            return super().step(actions)
+
+    batched._said_no_gpu.clear()
+    with caplog.at_level("INFO", logger="sf"):
+        envs = [
+            BatchedEnvs([batched_source(Recording(4, seed=0))], cfg_for("tensor_cartpole", "--env_gpu_actions=True"))
+        ]
+        envs.append(
+            BatchedEnvs([batched_source(Recording(4, seed=0))], cfg_for("tensor_cartpole", "--env_gpu_actions=True"))
+        )
+    said = [r for r in caplog.records if "--env_gpu_actions=True" in r.getMessage()]
+    assert len(said) == 1 and "CPU" in said[0].getMessage()
+    envs[0].reset()
+    envs[0].step(np.zeros(1, np.int32), np.ones((4, 1), np.float32))
+    seen = envs[0].sources[0].env.seen
+    assert isinstance(seen, torch.Tensor) and seen.device.type == "cpu" and seen.tolist() == [1, 1, 1, 1]
+    plain = BatchedEnvs([batched_source(Recording(4, seed=0))], cfg_for("tensor_cartpole"))
+    plain.reset()
+    plain.step(np.zeros(1, np.int32), np.zeros((4, 1), np.float32))
+    assert isinstance(plain.sources[0].env.seen, np.ndarray) and plain.sources[0].env.seen.dtype == np.int32
