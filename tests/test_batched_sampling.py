@@ -4,13 +4,14 @@ batches; observations into the buffers in one copy; learning in serial and paral
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import gymnasium
 import numpy as np
 import pytest
 import torch
-from conftest import run_sf, shm_leaked
+from conftest import ROOT, run_sf, shm_leaked
 
 from sf.cfg.arguments import parse_full_cfg
 from sf.envs.batched import BatchedEnvs, EnvPoolSource, GymVectorSource, batched_source
@@ -299,3 +300,22 @@ def test_env_gpu_actions_on_the_cpu_hand_over_tensors_and_say_so_once(caplog):
     plain.reset()
     plain.step(np.zeros(1, np.int32), np.zeros((4, 1), np.float32))
     assert isinstance(plain.sources[0].env.seen, np.ndarray) and plain.sources[0].env.seen.dtype == np.int32
+
+
+SAMPLE_FACTORY_PYTHON = os.environ.get("SAMPLE_FACTORY_PYTHON")
+
+
+@pytest.mark.skipif(not SAMPLE_FACTORY_PYTHON, reason="set SAMPLE_FACTORY_PYTHON to Sample Factory 2.1.1's python")
+def test_sample_factory_trains_the_same_env_class_through_the_suite_launcher(tmp_path):
+    """The `tensor_pendulum` suite's other side: Sample Factory's batched sampler steps the class sf trains."""
+    from sf.bench.suites import SUITES, run_training
+
+    suite = SUITES["tensor_pendulum"]
+    script = str(ROOT / suite.sample_factory_script)
+    env = {"OMP_NUM_THREADS": "1"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        patch.delenv("PYTHONPATH", raising=False)  # Sample Factory's own sf_examples, not ours
+        fps, _ = run_training(SAMPLE_FACTORY_PYTHON, suite, ["--train_for_env_steps=65536"], tmp_path, script)
+    assert fps > 0
