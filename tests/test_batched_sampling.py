@@ -319,3 +319,33 @@ def test_sample_factory_trains_the_same_env_class_through_the_suite_launcher(tmp
         patch.delenv("PYTHONPATH", raising=False)  # Sample Factory's own sf_examples, not ours
         fps, _ = run_training(SAMPLE_FACTORY_PYTHON, suite, ["--train_for_env_steps=65536"], tmp_path, script)
     assert fps > 0
+
+
+def _gym_vector(name, cfg, env_config=None, render_mode=None):
+    return gymnasium.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync")  # NEXT_STEP, gymnasium's default
+
+
+def _envpool_vector(name, cfg, env_config=None, render_mode=None):
+    import envpool
+
+    return envpool.make("CartPole-v1", env_type="gymnasium", num_envs=16, seed=env_config.env_id + 1)
+
+
+@pytest.mark.parametrize("factory", [_gym_vector, _envpool_vector], ids=["gymnasium_make_vec", "envpool"])
+def test_a_vector_env_of_the_user_trains_as_it_is(tmp_path, factory):
+    """A factory returning gymnasium's or EnvPool's vector env, unwrapped: a serial batched run trains on it, and the
+    episodes it reports are whole CartPole episodes (a random start lasts about 22 steps, a reset step counted as a
+    step would shorten them)."""
+    from sf.train import run_rl
+
+    if factory is _envpool_vector:
+        pytest.importorskip("envpool")
+    register_env("user_vector_cartpole", factory)
+    flags = ["--env=user_vector_cartpole", "--device=cpu", "--serial_mode=True", "--train_for_env_steps=16384"]
+    cfg = parse_full_cfg(
+        [*flags, "--batch_size=512", f"--train_dir={tmp_path}", "--experiment=vec"], defaults=tensor_env_defaults
+    )
+    assert run_rl(cfg) == 0
+    summary = json.loads((tmp_path / "vec" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["env_frames"]["0"] >= 16384
+    assert summary["num_episodes"] >= 100 and 15.0 <= summary["avg_episode_reward"]["0"] <= 200.0
