@@ -240,7 +240,11 @@ def _play_batched(cfg, cli_cfg, env: BatchedEnvs) -> int:
     with torch.no_grad():
         while len(returns) < episodes_wanted and total_frames < cfg.max_num_frames:
             if render is not None and len(frames) < cfg.video_frames:
-                frames.append(render())
+                try:
+                    frames.append(render())
+                except NotImplementedError:
+                    log.warning("--save_video: %s draws no frames (no render()), so no video is written", cfg.env)
+                    render = None
             batch = {k: torch.as_tensor(v).to(device) for k, v in obs.items()}
             out = model.policy_step(model.normalize_obs(batch), rnn, deterministic=cfg.eval_deterministic)
             rnn = out.new_rnn_states if rnn is not None else None

@@ -268,3 +268,18 @@ def test_sigterm_stops_the_run_in_progress_and_keeps_the_summary(tmp_path, shm_b
     gone, alive = psutil.wait_procs(children, timeout=30)  # the run's guard may outlive it by a few seconds
     assert not alive
     assert not shm_leaked(shm_before)
+
+
+def test_cpu_batched_step_counts_the_observation_copies(tmp_path):
+    """The batched step on a machine without a GPU: the torch env stepped bare and trained batched, one observation
+    copy per env step and none of them into host memory (nothing lives anywhere else)."""
+    out = tmp_path / "check"
+    args = ["--out", str(out), "--device=cpu", "--steps", "batched", "--batched_copies=128"]
+    proc = run_sf([*args, "--batched_frames=8192", "--budget_s=200"], module="sf.bench.device_check", timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    result = summary["batched"]["tensor_pendulum"]
+    assert result["status"] == 0 and result["copies"] == 128 and result["env_steps"] >= 8192 // 128
+    assert result["obs_copies_per_step"] == 1.0 and result["obs_host_copies_per_step"] == 0.0
+    assert result["obs_copy_kinds"] == ["copy_"] and result["bare_copies_per_s"] > 0 and result["fps_steady"] > 0
+    assert "## Batched sampling" in (out / "summary.md").read_text()

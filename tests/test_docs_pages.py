@@ -55,6 +55,9 @@ def test_readme_is_short_and_its_package_map_matches_the_folders():
     )
 
 
+NOT_IN_MAKE = ["brax"]  # declared and documented, left out of `make`'s default: JAX and MJX are large
+
+
 def test_the_extras_the_docs_list_are_the_ones_make_installs():
     makefile_extras = re.search(r"^EXTRAS \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split(",")
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -64,7 +67,7 @@ def test_the_extras_the_docs_list_are_the_ones_make_installs():
     )
     listed = re.findall(r"`([a-z]+)`", install.group(1))
     readme = re.search(r"Extras: (.*)\.$", (ROOT / "README.md").read_text(), re.M).group(1)
-    assert sorted(listed) == sorted(makefile_extras) == sorted(declared)
+    assert sorted(listed) == sorted([*makefile_extras, *NOT_IN_MAKE]) == sorted(declared)
     assert sorted(re.findall(r"`([a-z]+)`", readme)) == sorted(declared)
 
 

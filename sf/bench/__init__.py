@@ -2,5 +2,6 @@
 benchmark of one layout (`env_mode`: simulator ceiling, sampling only, training) and the layout auto-tuner (`tune`,
 `layouts`); beside them `ray_cluster` (`--backend=ray` on a simulated two-node cluster), `profiling_cost` (what each
 profiling setting costs), `learning` (learning curves per env frame against Sample Factory) and `parity` (one Atari
-batch through both learners, term by term), each run with `python -m sf.bench.<name>`. Micro-benchmarks live in
+batch through both learners, term by term), each run with `python -m sf.bench.<name>`; `tensor_env_sample_factory`
+is Sample Factory's side of the `tensor_pendulum` suite, run by its interpreter. Micro-benchmarks live in
 `benchmarks/`."""

@@ -15,7 +15,11 @@ Steps, in this order, each writing its results into `DIR/summary.json` and `DIR/
    for a window of learner iterations: kernel time per Timing key, the Chrome traces, GPU busy time from the traces
    beside NVML's utilization over the same interval;
 6. breakdown: `python -m sf.profile breakdown` of the suite's command with the envs of 2 workers, on the device, with
-   its CUDA columns and its corrected total against the uninstrumented runs.
+   its CUDA columns and its corrected total against the uninstrumented runs;
+7. batched: the torch Pendulum of `sf_examples.tensor_envs` with `--batched_copies` copies on the device,
+   stepped bare and trained with `--batched_sampling=True` in serial mode (`sf_examples.tensor_envs.batched_check`,
+   in a process of its own): copies stepped per second, the run's steady FPS, and per env step the observation copies
+   and how many of them landed in host memory.
 
 `--device=cpu` runs the same steps on a machine without a GPU (the CUDA figures are then absent); with small
 windows and training flags after `--` (`--train_for_env_steps=...`, smaller layouts) it takes tens of seconds. Without
@@ -25,8 +29,10 @@ windows and training flags after `--` (`--train_for_env_steps=...`, smaller layo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,9 +48,10 @@ from sf.bench.timed import TimedRun, Window, run_for
 from sf.envs.families import family_of
 from sf.utils.errors import ConfigError
 
-STEPS = ("ceiling", "scaling", "benchmark", "profile", "breakdown")
+STEPS = ("ceiling", "scaling", "benchmark", "profile", "breakdown", "batched")
 # the budget's share of each step; time a step leaves over goes to the ones after it
-SHARES = {"ceiling": 0.07, "scaling": 0.45, "benchmark": 0.24, "profile": 0.1, "breakdown": 0.14}
+SHARES = {"ceiling": 0.07, "scaling": 0.4, "benchmark": 0.22, "profile": 0.1, "breakdown": 0.13, "batched": 0.08}
+BATCHED_MODULE = "sf_examples.tensor_envs.batched_check"  # named as a string: sf never imports the examples
 BREAKDOWN_WORKERS = 2  # the breakdown steps every env on one thread: the smallest scaling point's envs
 STOP_RESERVE_S = 30.0  # of the budget, kept for stopping the run in progress at a step's deadline and writing
 RUN_MARGIN_S = 10.0  # a run starts only with its window and this much more left before its step's deadline
@@ -76,6 +83,8 @@ class Check:
     calibration_pairs: int
     budget_s: float
     steps: list[str]
+    batched_copies: int = 4096
+    batched_frames: int = 2_000_000
     started: float = field(default_factory=time.monotonic)
 
     def flags(self, suite: str, workers: int | None = None, frames: int | None = LONG_RUN) -> list[str]:
@@ -264,12 +273,40 @@ def step_breakdown(check: Check, summary: SummaryFile) -> None:
     log(f"breakdown: {result['status']}, corrected total {'n/a' if deviation is None else f'{deviation:+.1%}'}")
 
 
+def step_batched(check: Check, summary: SummaryFile) -> None:
+    """The batched step: the tensor env's check in a process of its own, stopped at the step's deadline."""
+    deadline = check.step_deadline("batched")
+    out = check.out / "batched"
+    cmd = [sys.executable, "-m", BATCHED_MODULE, f"--device={check.device}", f"--out={out}"]
+    cmd += [f"--copies={check.batched_copies}", f"--frames={check.batched_frames}"]
+    log(f"batched: {check.batched_copies} copies of a torch Pendulum on {check.device} ...")
+    (check.out / "logs").mkdir(parents=True, exist_ok=True)
+    with open(check.out / "logs" / "batched.log", "w") as log_file:
+        try:
+            subprocess.run(
+                cmd, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, timeout=max(1.0, deadline - time.monotonic())
+            )
+        except subprocess.TimeoutExpired:
+            summary.note("batched: stopped at its deadline")
+    result_path = out / "batched.json"
+    if not result_path.is_file():
+        summary.note(f"batched: no result (log {check.out / 'logs' / 'batched.log'})")
+        return
+    result = json.loads(result_path.read_text())
+    summary.put("batched", "tensor_pendulum", result)
+    log(
+        f"batched: bare {result['bare_copies_per_s']:,.0f} copies/s, training {result['fps_steady'] or 0:,.0f} FPS, "
+        f"{result['obs_host_copies_per_step']:.2f} host copies of the observations per step"
+    )
+
+
 STEP_FUNCTIONS: dict[str, Callable[[Check, SummaryFile], None]] = {
     "ceiling": step_ceiling,
     "scaling": step_scaling,
     "benchmark": step_benchmark,
     "profile": step_profile,
     "breakdown": step_breakdown,
+    "batched": step_batched,
 }
 
 
@@ -321,6 +358,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--breakdown_frames", type=int, default=12_288, help="frames of each breakdown run")
     parser.add_argument("--calibration_pairs", type=int, default=1, help="the breakdown's in-situ calibration")
+    parser.add_argument("--batched_copies", type=int, default=4096, help="batched step: copies of the torch env")
+    parser.add_argument("--batched_frames", type=int, default=2_000_000, help="batched step: frames of its training")
     parser.add_argument("--budget_s", type=float, default=480.0, help="the whole command's wall time at most")
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="the steps to run")
     args = parser.parse_args(own)
@@ -365,6 +404,8 @@ def resolve(args: argparse.Namespace) -> Check:
         calibration_pairs=args.calibration_pairs,
         budget_s=args.budget_s,
         steps=[s for s in STEPS if s in args.steps],
+        batched_copies=args.batched_copies,
+        batched_frames=args.batched_frames,
     )
     for suite in check.suites():
         flags = check.flags(suite, max(workers))

@@ -202,6 +202,7 @@ def markdown(data: dict) -> str:
     lines += _benchmark_table(data)
     lines += _profile_section(data)
     lines += _breakdown_section(data)
+    lines += _batched_section(data)
     if data["notes"]:
         lines += ["", "## Notes", "", *[f"- {note}" for note in data["notes"]]]
     return "\n".join(lines) + "\n"
@@ -318,3 +319,18 @@ def _breakdown_section(data: dict) -> list[str]:
         f"Kernels busy {result['kernel_busy_s']:.3f} s, NVML {_cell(result.get('nvml_busy_s'), '{:.3f}')} s.",
     ]
     return lines
+
+
+def _batched_section(data: dict) -> list[str]:
+    result = (data.get("batched") or {}).get("tensor_pendulum")
+    if not result:
+        return []
+    return [
+        "",
+        "## Batched sampling (torch Pendulum, serial mode)",
+        "",
+        f"{result['copies']} copies on `{result['env_device']}`: the bare env {result['bare_copies_per_s']:,.0f} "
+        f"copies/s; training {_cell(result.get('fps_steady'))} FPS (run status {result['status']}); per env step "
+        f"{result['obs_copies_per_step']:.2f} observation copies ({', '.join(result['obs_copy_kinds']) or 'none'}), "
+        f"{result['obs_host_copies_per_step']:.2f} of them into host memory.",
+    ]
