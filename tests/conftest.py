@@ -36,7 +36,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+def sf_env() -> dict[str, str]:
+    """The environment a run started now gets: this process's as it is at the call (a test may have changed it)."""
+    return dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def sf_command(args: list[str], module: str | None = "sf_examples.train_gym_env", script: list[str] | None = None):
@@ -55,7 +57,7 @@ def run_sf(
     return subprocess.run(
         sf_command(args, module, script),
         cwd=ROOT,
-        env=ENV,
+        env=sf_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -75,7 +77,7 @@ def start_sf(
     return subprocess.Popen(
         sf_command(args, module, script),
         cwd=ROOT,
-        env=kwargs.pop("env", ENV),
+        env=kwargs.pop("env", None) or sf_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

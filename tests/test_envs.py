@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from sf.envs import EnvAdapter, EnvConfig, EnvNotFoundError, UnsupportedSpaceError, create_env, register_env
 from sf.envs.gym_family import make_gym_env, register_gym_env
-from sf.envs.registry import registered_envs
+from sf.envs.registry import registered_envs, registry_snapshot, restore_registry
 from sf.envs.spaces import ActionConverter, ObsConverter, action_spec_from_space, obs_spec_from_space
 
 
@@ -299,15 +299,19 @@ def test_adapter_generic_path_steps_dict_obs_and_tuple_action():
 
 
 def test_a_gymnasium_id_nothing_registered_is_made_by_gymnasium():
-    assert "CartPole-v1" not in registered_envs()
-    env = create_env("CartPole-v1", cfg=None)
-    assert env.spec.id == "CartPole-v1"
+    assert "MountainCar-v0" not in registered_envs()  # an id no test registers
+    env = create_env("MountainCar-v0", cfg=None)
+    assert env.spec.id == "MountainCar-v0"
 
 
 def test_a_registered_name_comes_before_the_gymnasium_id():
     made = SpaceEnv(spaces.Box(-1, 1, (2,)), spaces.Discrete(2))
-    register_env("CartPole-v1", lambda *args: made)
-    assert create_env("CartPole-v1", cfg=None) is made
+    before = registry_snapshot()
+    try:
+        register_env("CartPole-v1", lambda *args: made)
+        assert create_env("CartPole-v1", cfg=None) is made
+    finally:  # other tests of this process make CartPole-v1 through the gym family
+        restore_registry(before)
 
 
 def test_an_unknown_name_says_which_call_to_add_and_a_gymnasium_typo_its_id():
