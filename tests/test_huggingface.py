@@ -29,6 +29,7 @@ from sf.huggingface.hub import STAGING
 from sf.runner.build import build_model
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
+hub_constants = pytest.importorskip("huggingface_hub.constants")  # a submodule the package imports lazily
 REPO = "someone/cartpole-sf"
 TRAIN = ["--env=CartPole-v1", "--use_rnn=False", "--encoder_mlp_layers", "16", "--seed=1"]
 
@@ -106,7 +107,7 @@ def test_a_loaded_snapshot_is_an_experiment_enjoy_plays_offline(experiment, hub,
     assert load_from_hub.main(["-r", REPO, "-d", str(train_dir)]) == 0
     loaded = train_dir / "cartpole-sf"
     assert sorted(p.name for p in loaded.iterdir()) == ["README.md", "checkpoint_p0", "config.json"]
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # nothing below may reach the Hub
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)  # nothing below may reach the Hub
     sf_log.clear()
     assert _enjoy(loaded, "--max_num_episodes=2") == 0
     out = "\n".join(sf_log)
@@ -114,7 +115,7 @@ def test_a_loaded_snapshot_is_an_experiment_enjoy_plays_offline(experiment, hub,
 
 
 def test_a_push_with_the_hub_unreachable_is_one_line_and_loses_nothing(experiment, sf_log, monkeypatch):
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     before = {p: p.read_bytes() for p in experiment.rglob("*") if p.is_file()}
     assert _enjoy(experiment, "--max_num_episodes=1", "--push_to_hub", f"--hf_repository={REPO}") == 1
     errors = [line for line in sf_log if "cannot push" in line]

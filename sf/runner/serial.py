@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import traceback
+from functools import partial
 
 # torch.optim's constructor imports torch._dynamo on first use (0.8 s): imported with this module, it stays out of the
 # run's clock (the parallel runner's learner process pays it while the other processes start)
@@ -62,86 +63,109 @@ def run_serial(
 ) -> dict:
     """`resume`: the checkpoint each policy continues from (`sf.experiment.resume`); `registrations`: the user's
     observers (`sf.runner.observers`)."""
-    device = settings.device
-    supervisor = Supervisor()
-    models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
-    buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
-    compile_kernels(cfg, models[0], buffers, device)  # before the runner's clock starts
-    runner = Runner(cfg, experiment, registrations=registrations, env_info=env_info)
-    loop = EventLoop(stop_event=stop_event)
-    incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
-    inputs = ComponentInputs(
-        cfg=cfg,
-        env_info=env_info,
-        device=device,
-        colocated=False,
-        buffers=buffers,
-        stores=[LocalPolicyStore() for _ in models],
-        model_for=models.__getitem__,  # learner and inference worker of a policy share its model
-        experiment_dir=experiment.dir,
-        ledger=supervisor.ledger,
-        resume={p: loaded.path for p, loaded in (resume or {}).items()},
-        incarnations=WorkerIncarnations(incarnations, 0),
-        worker_incarnation=lambda worker: int(incarnations.worker[worker]),
-    )
-    for p in range(cfg.num_policies):
-        for component, aliases in [
-            *build_components("learner", p, None, inputs),
-            *build_components("inference", p, 0, inputs),
-        ]:
-            loop.add(component, aliases=aliases)
-
-    def make_worker(index: int) -> RolloutWorker:
-        (worker, _), *_ = build_components("rollout", index, None, inputs)
-        return worker
-
-    for w in range(cfg.num_workers):
-        loop.add(make_worker(w))
-    loop.add(runner)
-    runner.healer = SerialHealer(cfg, loop, incarnations, make_worker)
-    loop.on_failure = runner.healer.on_failure
-    loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
-
-    resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
-    if cfg.profiling_timeline:
-        runner.timeline = timeline.Recorder()
-        loop.enable_timeline(runner.timeline)
-    profile = profiling.attach(cfg.profiling, "serial", "serial", loop)
-    watch = SerialWatch(cfg, loop, stop_event, lambda status, cause: _give_up(runner, loop, supervisor, status, cause))
-    loop.every(HEARTBEAT_S, watch.beat)
-    supervisor.begin()
-    supervisor.follow_children(True)  # the env engines the rollout workers start
-    loop.every(ENVS_STARTED_S, lambda: supervisor.follow_children(False))  # due at once after the starts
-    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    watch.start()
+    run = SerialRun(cfg, experiment, env_info, settings, stop_event, resume or {}, registrations)
+    run.start()
     try:
-        with runner.timing.add_time("main_loop"):
-            try:
-                if profile is not None:
-                    profile.begin()
-                runner.init_observers()
-                loop.run()
-            except Exception as exc:
-                failed = f"{loop.failed}: " if loop.failed else ""
-                runner.stop.ask("error", failed + exception_line(exc))
-                log.error("serial run failed:\n%s", traceback.format_exc())
-            watch.loop_returned()
-            if profile is not None:
-                profile.end()
-            if runner.stop.status is None:
-                runner.stop.ask("interrupted" if stop_event.is_set() else "error")
-                if stop_event.is_set():
-                    log.info("interrupted (SIGINT or SIGTERM): stopping with a final checkpoint, then the profiles")
-            for name, message in loop.stop_components():
-                log.error("%s failed while stopping:\n%s", name, message)
-                runner.stop.ask("error", f"{name}: {traceback_line(message)}")  # the final checkpoint did not save
-            loop.deliver_local(RUNNER)
-            profiles = loop.profiles()
+        with run.runner.timing.add_time("main_loop"):
+            run.train()
+            profiles = run.stop()
     finally:
-        watch.done()
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        supervisor.stop(set(), grace=0.0, crashed=False, exit_wait_s=0.0)
-    return _outputs(runner, profiles)
+        run.release()
+    return _outputs(run.runner, profiles)
+
+
+class SerialRun:
+    """One serial run: built (`__init__`: the models, buffers and every component on one loop), started (`start`:
+    the watchdog takes the signals), trained (`train`: the loop until it stops), stopped (`stop`: the components'
+    final saves and trees) and released (`release`: the signals given back, the env engines ended)."""
+
+    def __init__(self, cfg, experiment, env_info, settings, stop_event, resume, registrations):
+        device = settings.device
+        self.stop_event = stop_event
+        self.supervisor = Supervisor()
+        models = [build_model(cfg, env_info, device, seed_offset=p) for p in range(cfg.num_policies)]
+        buffers = build_buffers(cfg, env_info, models[0].rnn_state_size, shared=False)
+        compile_kernels(cfg, models[0], buffers, device)  # before the runner's clock starts
+        self.runner = runner = Runner(cfg, experiment, registrations=registrations, env_info=env_info)
+        self.loop = loop = EventLoop(stop_event=stop_event)
+        incarnations = Incarnations(1, cfg.num_workers, cfg.num_policies)  # in this process's memory
+        inputs = ComponentInputs(
+            cfg=cfg,
+            env_info=env_info,
+            device=device,
+            colocated=False,
+            buffers=buffers,
+            stores=[LocalPolicyStore() for _ in models],
+            model_for=models.__getitem__,  # learner and inference worker of a policy share its model
+            experiment_dir=experiment.dir,
+            ledger=self.supervisor.ledger,
+            resume={p: loaded.path for p, loaded in resume.items()},
+            incarnations=WorkerIncarnations(incarnations, 0),
+            worker_incarnation=lambda worker: int(incarnations.worker[worker]),
+        )
+        for p in range(cfg.num_policies):
+            for kind, index in (("learner", None), ("inference", 0)):
+                for component, aliases in build_components(kind, p, index, inputs):
+                    loop.add(component, aliases=aliases)
+
+        def make_worker(index: int) -> RolloutWorker:
+            (worker, _), *_ = build_components("rollout", index, None, inputs)
+            return worker
+
+        for w in range(cfg.num_workers):
+            loop.add(make_worker(w))
+        loop.add(runner)
+        runner.healer = SerialHealer(cfg, loop, incarnations, make_worker)
+        loop.on_failure = runner.healer.on_failure
+        loop.every(snapshot_interval(cfg), lambda: _share_timings(loop))
+        resources.start_gpu_meter(device, cfg.profiling_cuda_sync)
+        if cfg.profiling_timeline:
+            runner.timeline = timeline.Recorder()
+            loop.enable_timeline(runner.timeline)
+        self.profile = profiling.attach(cfg.profiling, "serial", "serial", loop)
+        give_up = partial(_give_up, runner, loop, self.supervisor)
+        self.watch = SerialWatch(cfg, loop, stop_event, give_up)
+        loop.every(HEARTBEAT_S, self.watch.beat)
+
+    def start(self) -> None:
+        self.supervisor.begin()
+        self.supervisor.follow_children(True)  # the env engines the rollout workers start
+        self.loop.every(ENVS_STARTED_S, lambda: self.supervisor.follow_children(False))  # due at once after starts
+        self.previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self.watch.start()
+
+    def train(self) -> None:
+        runner, loop = self.runner, self.loop
+        try:
+            if self.profile is not None:
+                self.profile.begin()
+            runner.init_observers()
+            loop.run()
+        except Exception as exc:
+            failed = f"{loop.failed}: " if loop.failed else ""
+            runner.stop.ask("error", failed + exception_line(exc))
+            log.error("serial run failed:\n%s", traceback.format_exc())
+        self.watch.loop_returned()
+        if self.profile is not None:
+            self.profile.end()
+
+    def stop(self) -> list[tuple[str, dict, dict]]:
+        """The components' final saves and trees; every component's profile."""
+        runner, loop = self.runner, self.loop
+        if runner.stop.status is None:
+            runner.stop.ask("interrupted" if self.stop_event.is_set() else "error")
+            if self.stop_event.is_set():
+                log.info("interrupted (SIGINT or SIGTERM): stopping with a final checkpoint, then the profiles")
+        for name, message in loop.stop_components():
+            log.error("%s failed while stopping:\n%s", name, message)
+            runner.stop.ask("error", f"{name}: {traceback_line(message)}")  # the final checkpoint did not save
+        loop.deliver_local(RUNNER)
+        return loop.profiles()
+
+    def release(self) -> None:
+        self.watch.done()
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous_mask)
+        self.supervisor.stop(set(), grace=0.0, crashed=False, exit_wait_s=0.0)
 
 
 def _outputs(runner: Runner, profiles: list[tuple[str, dict, dict]]) -> dict:
