@@ -237,6 +237,7 @@ def learned(tmp_path, name: str, *flags: str, timeout: float = 240) -> dict:
     return json.loads((tmp_path / name / "summary.json").read_text())
 
 
+@pytest.mark.slow  # the parallel one is the default test; both learn the same way
 def test_tensor_cartpole_learns_in_serial_batched_mode(tmp_path, shm_before):
     summary = learned(tmp_path, "serial", "--serial_mode=True", "--train_for_env_steps=300000", "--seed=1")
     assert summary["status"] == "ok" and summary["avg_episode_reward"]["0"] >= SOLVED

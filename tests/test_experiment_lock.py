@@ -116,7 +116,8 @@ def test_a_component_process_keeps_the_lock_after_the_main_process_lets_its_desc
     try:
         with pytest.raises(ConfigError) as refused:
             ExperimentLock(tmp_path / "exp").acquire()
-        assert f"its main process is gone, the lock still held by pid {child.pid}" in str(refused.value)
+        message = str(refused.value)  # the fork server may still hold the duplicate it passed on: named too
+        assert "its main process is gone, the lock still held by pid " in message and f"pid {child.pid} " in message
     finally:
         told.set()
         child.join(30)

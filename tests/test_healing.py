@@ -292,7 +292,9 @@ def _kill_busy_rollout_workers(tmp_path, run, shm_before, kills: int, inference_
     assert not shm_leaked(shm_before)
 
 
-@pytest.mark.parametrize("inference_workers", [1, 2])
+@pytest.mark.parametrize(
+    "inference_workers", [pytest.param(1, marks=pytest.mark.slow), 2]
+)  # two inference workers per policy is the case that ran out of spares; one is the slow suite's
 def test_rollout_workers_killed_one_after_another_heal_every_time(tmp_path, run, shm_before, inference_workers):
     _kill_busy_rollout_workers(tmp_path, run, shm_before, kills=4, inference_workers=inference_workers)
 

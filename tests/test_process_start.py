@@ -124,6 +124,7 @@ def test_the_module_run_as_main_is_left_to_each_child():
     assert preload_modules(RegistrySnapshot(factories, {}), main_module=main) == [*BASE_PRELOAD, "my.envs"]
 
 
+@pytest.mark.slow  # preload_modules leaving out the main module is checked without a run above
 def test_a_parallel_run_of_an_example_module_prints_no_runpy_warning(tmp_path):
     args = ["--env=cue_duel", "--num_workers=2", "--train_for_env_steps=3000", "--save_every_sec=3600"]
     result = run_sf(

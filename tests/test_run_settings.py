@@ -11,7 +11,9 @@ import pytest
 from conftest import LAYOUT, ROOT, run_sf
 
 
-@pytest.mark.parametrize("serial", [True, False], ids=["serial", "parallel"])
+@pytest.mark.parametrize(
+    "serial", [pytest.param(True, marks=pytest.mark.slow), False], ids=["serial", "parallel"]
+)  # the parallel run resolves more (its inference placement): the default test
 def test_a_run_leaves_its_config_as_given_and_config_json_says_what_it_resolved(tmp_path, serial):
     flags = [*LAYOUT, "--env=CartPole-v1", f"--train_dir={tmp_path}", "--experiment=exp", f"--serial_mode={serial}"]
     flags += ["--train_for_env_steps=2048", "--inference_placement=auto"]
