@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import alive, read_until, run_sf, shm_leaked, start_sf, started_pids
 
 from sf.envs.registry import RegistrySnapshot
