@@ -54,6 +54,7 @@ def run_tool(out, *flags):
     return subprocess.run([*cmd, *flags], capture_output=True, text=True, timeout=240, env=env, cwd=out.parent)
 
 
+@pytest.mark.slow  # two training runs; the value and spread rules are tested above without one
 def test_two_seeds_of_sf_give_curves_a_table_and_a_plot(tmp_path):
     out = tmp_path / "learning"
     first = run_tool(out)

@@ -193,7 +193,7 @@ EVERY_STEP = ("ceiling", "scaling", "benchmark", "profile", "breakdown")
     "steps",
     [
         # a training run measured, and one profiled: what the GPU check adds to the tools tested on their own
-        ("scaling", "profile"),
+        pytest.param(("scaling", "profile"), marks=pytest.mark.slow),
         pytest.param(EVERY_STEP, marks=pytest.mark.slow),
     ],
     ids=["scaling_and_profile", "every_step"],

@@ -180,6 +180,7 @@ def test_exception_in_env_ends_the_run(tmp_path, shm_before):
     assert not shm_leaked(shm_before)
 
 
+@pytest.mark.slow  # the watch itself: tests/test_engine_watch.py; restarts: tests/test_healing.py
 def test_a_worker_waiting_on_a_dead_engine_is_restarted_within_seconds_naming_the_engine(tmp_path, shm_before):
     """An env engine killed while its worker is inside a call that never returns: the worker is ended and started
     again long before the heartbeat timeout, the restart naming the engine; the run then stops cleanly."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from sf.profiling.backends.external import nsight_command, render_flags, render_options, rocprof_sys_command
@@ -147,6 +148,7 @@ def test_nsys_wraps_exactly_the_learner_process(tmp_path):
     assert json.loads((tmp_path / "nsys" / "summary.json").read_text())["status"] == "ok"
 
 
+@pytest.mark.slow  # the wrapper mechanism is the nsys test's; rocprof-sys's env is derived above without a run
 def test_rocprof_sys_wraps_each_rollout_worker_with_its_env(tmp_path):
     record = tmp_path / "record.jsonl"
     stub = install_stub(tmp_path / "bin", "rocprof-sys-python", record)
