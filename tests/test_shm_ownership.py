@@ -105,13 +105,7 @@ def _wait_gone(sid: int, timeout_s: float = 20.0) -> None:
 @pytest.mark.parametrize(
     "ending",
     # every process at once is the large chaos matrix's `sigkill_group` too; what it leaves is what main_killed leaves
-    # a learner's kill ends the run as any failure does (the default chaos matrix); the main process's is the hard case
-    [
-        "normal",
-        pytest.param("learner_killed", marks=pytest.mark.slow),
-        "main_killed",
-        pytest.param("group_killed", marks=pytest.mark.slow),
-    ],
+    ["normal", "learner_killed", "main_killed", pytest.param("group_killed", marks=pytest.mark.slow)],
 )
 def test_foreign_files_survive_every_ending_and_the_runs_own_are_removed(tmp_path, foreign, planted_cleanup, ending):
     before = set(os.listdir("/dev/shm"))
