@@ -157,7 +157,6 @@ class ComponentInputs:
     ledger: Ledger | None = None
     resume: dict[int, Path] = field(default_factory=dict)  # the checkpoint each policy continues from
     incarnations: WorkerIncarnations | None = None  # each rollout worker's life, where components can be restarted
-    worker_incarnation: Callable[[int], int] = lambda worker: 0
 
 
 Built = list[tuple[Component, tuple[str, ...]]]  # components with the names (aliases) they also answer to
@@ -177,7 +176,8 @@ def build_components(kind: str, a: int, b: int | None, inputs: ComponentInputs) 
     if kind == "inference":
         return [(_inference_worker(inputs, a, b), (policy_queue_name(a),))]
     versions = [store.version for store in inputs.stores]
-    worker = make_rollout_worker(cfg, a, inputs.buffers, inputs.ledger, inputs.worker_incarnation(a), versions)
+    incarnation = int(inputs.incarnations.of[a]) if inputs.incarnations is not None else 0
+    worker = make_rollout_worker(cfg, a, inputs.buffers, inputs.ledger, incarnation, versions)
     built: Built = [(worker, ())]
     if inputs.colocated:
         built += [(_inference_worker(inputs, p, a), (policy_queue_name(p),)) for p in range(cfg.num_policies)]

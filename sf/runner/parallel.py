@@ -435,7 +435,6 @@ def _build_process(kind: str, a: int, b: int | None, ctx: ProcessContext, slot: 
         ledger=Ledger(ctx.ledger) if kind == "rollout" else None,
         resume=ctx.resume,
         incarnations=WorkerIncarnations(inc, slot) if inc is not None else None,
-        worker_incarnation=lambda worker: int(inc.worker[worker]) if inc is not None else 0,
     )
     loop = EventLoop(inbox=inbox, routes=_routes(cfg, ctx.queues), stop_event=ctx.control)
     for component, aliases in build_components(kind, a, b, inputs):

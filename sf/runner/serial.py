@@ -101,7 +101,6 @@ class SerialRun:
             ledger=self.supervisor.ledger,
             resume={p: loaded.path for p, loaded in resume.items()},
             incarnations=WorkerIncarnations(incarnations, 0),
-            worker_incarnation=lambda worker: int(incarnations.worker[worker]),
         )
         for p in range(cfg.num_policies):
             for kind, index in (("learner", None), ("inference", 0)):
